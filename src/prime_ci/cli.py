@@ -1,0 +1,141 @@
+"""Command line: click commands and exit codes, nothing else."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from click.core import ParameterSource
+
+from prime_ci import __version__
+from prime_ci.errors import PrimeCIError
+
+POS = click.IntRange(min=1)
+NONNEG = click.IntRange(min=0)
+
+
+def _say(text: str) -> None:
+    from rich.console import Console
+
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[dim]prime-ci:[/dim] {text}", markup=True)
+
+
+def _finish(result: dict[str, Any], as_json: bool) -> int:
+    code = int(result["exit_code"])
+    color = "green" if code == 0 else "red"
+    _say(f"[bold {color}]{result['stop_reason']}[/] (exit {code}) · {result['usage']['turns']} turns · "
+         f"{result['usage']['total_tokens']} tokens · {result['wall_s']:.1f}s · artifacts: {result['out_dir']}")  # fmt: skip
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    return code
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="prime-ci")
+def cli() -> None:
+    """prime-ci: let a model work on a repository in CI until quality gates pass or a budget runs out."""
+
+
+@cli.command()
+@click.argument("repo", default=".")
+@click.option("--ref", help="Commit or branch to start from (default: REPO's HEAD).")
+@click.option("--task", help="The instruction.")
+@click.option("--task-file", type=click.Path(path_type=Path), help="Read the instruction from a file.")
+@click.option("--untrusted-file", type=click.Path(path_type=Path), help="PR/issue text, fenced as data.")
+@click.option("--model", envvar="PRIME_CI_MODEL", help="litellm model id, or replay:SESSION.jsonl.")
+@click.option("--api-base", envvar="PRIME_CI_API_BASE", help="Provider base URL.")
+@click.option("--gate", multiple=True, help="Shell command that must exit 0 (repeatable).")
+@click.option("--gates-file", multiple=True, help="TOML file of [[gate]] tables (repeatable).")
+@click.option("--gates-from", help="Read gate files from this commit instead of the worktree.")
+@click.option("--max-turns", type=POS, default=40, show_default=True, help="Root model calls.")
+@click.option("--max-tokens", type=POS, default=2_000_000, show_default=True, help="Tokens, children included.")
+@click.option("--max-wall", default="30m", show_default=True, help="Wall clock for the whole run.")
+@click.option("--max-cost", type=click.FloatRange(min=0, min_open=True), help="Spend cap in USD.")
+@click.option("--cell-timeout", default="5m", show_default=True, help="One kernel cell.")
+@click.option("--max-gate-retries", type=NONNEG, default=3, show_default=True, help="Failed rounds fed back.")
+@click.option("--max-depth", type=NONNEG, default=1, show_default=True, help="rlm depth.")
+@click.option("--max-children", type=POS, default=4, show_default=True, help="rlm children alive at once.")
+@click.option("--out", type=click.Path(path_type=Path), help="Artifacts directory.")
+@click.option("--harness", type=click.Path(path_type=Path), help="Harness state directory.")
+@click.option("--harness-branch", help="Load/commit harness state on this branch of REPO.")
+@click.option("--propose", is_flag=True, help="Commit harness changes to a proposals branch.")
+@click.option("--push", is_flag=True, help="Push what was committed to origin.")
+@click.option("--refine", is_flag=True, help="Run one refinement at the end.")
+@click.option("--sandbox", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True)
+@click.option("--pass-env", multiple=True, help="Let one environment variable reach the kernel and gates.")
+@click.option("--require-changes", is_flag=True, help="An empty diff is a failure (exit 8).")
+@click.option("--allow-protected", multiple=True, help="Glob of protected paths the run may change.")
+@click.option("--keep-worktree", is_flag=True, help="Keep the worktree.")
+@click.option("--json", "json_output", is_flag=True, help="Print result.json on stdout at the end.")
+@click.pass_context
+def run(ctx: click.Context, **params: Any) -> int:
+    """Clone REPO into a disposable worktree and let the model work there."""
+    from prime_ci import model
+    from prime_ci.run import execute, prepare
+
+    flags = {
+        name: list(value) if isinstance(value, tuple) else value
+        for name, value in params.items()
+        if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+        or name == "repo"
+    }
+    if not str(flags.get("model", "")).startswith("replay:"):
+        model.start_import()  # overlaps litellm's slow import with the clone and kernel start
+    prep = prepare(flags)
+    _say(f"run {prep.run_id}: {prep.worktree.source} @ {prep.worktree.base_commit[:12]} -> {prep.out}")
+    return _finish(execute(prep, _say), params["json_output"])
+
+
+@cli.command()
+@click.option("--out", type=click.Path(path_type=Path), help="Artifacts directory.")
+@click.option("--json", "json_output", is_flag=True, help="Print result.json on stdout at the end.")
+def demo(out: Path | None, json_output: bool) -> int:
+    """Run the bundled demo repository with the bundled replay model (no key, no network)."""
+    from prime_ci.demo import demo_flags
+    from prime_ci.run import execute, prepare
+
+    flags, cleanup = demo_flags(out)
+    try:
+        prep = prepare(flags)
+        _say(f"demo run {prep.run_id}: a failing test, a replayed model that fixes it -> {prep.out}")
+        return _finish(execute(prep, _say), json_output)
+    finally:
+        cleanup()
+
+
+@cli.command()
+@click.argument("session", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def show(session: Path) -> int:
+    """Render a session log for a person."""
+    from prime_ci.show import render
+
+    render(session)
+    return 0
+
+
+@cli.command()
+@click.argument("which", type=click.Choice(["result", "session", "gates", "all"]), default="all")
+def schema(which: str) -> int:
+    """Print the JSON Schema of result.json, session entries and gate files."""
+    from prime_ci.schemas import schemas
+
+    all_schemas = schemas()
+    click.echo(json.dumps(all_schemas if which == "all" else all_schemas[which], indent=2))
+    return 0
+
+
+def main() -> None:
+    try:
+        code = cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except click.exceptions.ClickException as exc:
+        click.echo(f"prime-ci: error: {exc.format_message()}", err=True)
+        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
+    except PrimeCIError as exc:
+        click.echo(f"prime-ci: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,117 @@
+"""Run settings: command-line flags over ``prime-ci.toml`` / ``[tool.prime-ci]``, validated with pydantic."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from prime_ci.durations import parse_duration
+from prime_ci.errors import ConfigError
+
+
+class RunConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    repo: str = "."
+    ref: str | None = None
+    task: str | None = None
+    task_file: Path | None = None
+    untrusted_file: Path | None = None
+    model: str | None = None
+    api_base: str | None = None
+    gate: list[str] = Field(default_factory=list)
+    gates_file: list[str] = Field(default_factory=list)
+    gates_from: str | None = None
+    max_turns: int = Field(40, ge=1)
+    max_tokens: int = Field(2_000_000, ge=1)
+    max_wall: float = 1800.0
+    max_cost: float | None = Field(None, gt=0)
+    cell_timeout: float = 300.0
+    max_gate_retries: int = Field(3, ge=0)
+    max_depth: int = Field(1, ge=0)
+    max_children: int = Field(4, ge=1)
+    out: Path | None = None
+    harness: Path | None = None
+    harness_branch: str | None = None
+    propose: bool = False
+    push: bool = False
+    refine: bool = False
+    sandbox: Literal["auto", "on", "off"] = "auto"
+    pass_env: list[str] = Field(default_factory=list)
+    require_changes: bool = False
+    allow_protected: list[str] = Field(default_factory=list)
+    keep_worktree: bool = False
+    json_output: bool = False
+
+    @field_validator("max_wall", "cell_timeout", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> float:
+        return parse_duration(value)
+
+    def task_text(self) -> str:
+        if self.task is not None:
+            return self.task
+        assert self.task_file is not None
+        return self.task_file.read_text(encoding="utf-8", errors="replace")
+
+
+FILE_KEYS = set(RunConfig.model_fields) - {"repo", "json_output"}
+# The repository may be the hostile input under review: it cannot weaken the boundary or redirect output.
+FLAG_ONLY = {"pass_env", "allow_protected", "api_base", "push", "out", "sandbox", "keep_worktree", "harness",
+             "harness_branch", "gates_from"}
+ALIASES = {"gates": "gate", "gates_files": "gates_file", "gates-file": "gates_file"}
+
+
+def file_settings(repo_dir: Path) -> dict[str, Any]:
+    """Settings from ``prime-ci.toml`` (preferred) or ``pyproject.toml [tool.prime-ci]`` in repo_dir."""
+    for name, pick in (("prime-ci.toml", lambda d: d), ("pyproject.toml", _tool_section)):
+        path = repo_dir / name
+        if not path.is_file() or path.is_symlink():
+            continue
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{name}: invalid TOML: {exc}") from None
+        section = pick(data)
+        if section is None:
+            continue
+        out: dict[str, Any] = {}
+        for key, value in section.items():
+            norm = ALIASES.get(key, key).replace("-", "_")
+            if norm in FLAG_ONLY:
+                raise ConfigError(f"{name}: {key!r} may only be set on the command line")
+            if norm not in FILE_KEYS:
+                raise ConfigError(f"{name}: unknown setting {key!r}")
+            out[norm] = value
+        return out
+    return {}
+
+
+def _tool_section(data: dict[str, Any]) -> dict[str, Any] | None:
+    section = data.get("tool", {}).get("prime-ci")
+    return section if isinstance(section, dict) else None
+
+
+def build_config(flags: dict[str, Any], from_file: dict[str, Any]) -> RunConfig:
+    """Flags (only those given explicitly) win over file settings; defaults fill the rest."""
+    merged = {**from_file, **flags}
+    try:
+        cfg = RunConfig(**merged)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "settings"
+        raise ConfigError(f"--{where.replace('_', '-')}: {err['msg']}") from None
+    if (cfg.task is None) == (cfg.task_file is None):
+        raise ConfigError("exactly one of --task or --task-file is required")
+    if cfg.task_file is not None and not cfg.task_file.is_file():
+        raise ConfigError(f"--task-file: file not found: {cfg.task_file}")
+    if cfg.untrusted_file is not None and not cfg.untrusted_file.is_file():
+        raise ConfigError(f"--untrusted-file: file not found: {cfg.untrusted_file}")
+    if not cfg.model:
+        raise ConfigError("--model is required (or PRIME_CI_MODEL)")
+    if cfg.propose and not cfg.harness_branch:
+        raise ConfigError("--propose needs --harness-branch")
+    return cfg

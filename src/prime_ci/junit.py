@@ -1,0 +1,245 @@
+"""JUnit XML in and out: failures from a project's report, one report over the gates, GitHub annotations.
+
+Also holds the small text helpers (middle clipping, ANSI stripping, pytest ``FAILED`` line scanning) that
+both this module and :mod:`prime_ci.gates` use to keep model- and CI-facing text bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import junit_xml
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from prime_ci.gates import GateResult
+
+MAX_REPORT_BYTES = 50 * 1024 * 1024
+FAILURE_TEXT_LIMIT = 2048
+JUNIT_OUTPUT_LIMIT = 8192
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_XML_ILLEGAL = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_PYTEST_SUMMARY = re.compile(rb"^(FAILED|ERROR) \S+")
+_ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_LOCATION = re.compile(r"(?m)^([^\s:][^\s:]*\.[A-Za-z0-9]+):(\d+):")
+
+
+@dataclass
+class JUnitFailure:
+    test: str
+    kind: Literal["failure", "error"]
+    message: str
+    text: str
+    file: str | None = None
+    line: int | None = None
+
+
+def clip_middle(text: str, limit: int, unit: str = "chars") -> str:
+    """Keep head and tail of ``text`` within ``limit`` chars, with a marker naming what was cut."""
+    if len(text) <= limit:
+        return text
+    if limit <= 0:
+        return ""
+    longest = f"\n[... {len(text)} {unit} elided ...]\n"
+    keep = limit - len(longest)
+    if keep <= 0:
+        return text[:limit]
+    head = keep // 2
+    tail = keep - head
+    return text[:head] + f"\n[... {len(text) - keep} {unit} elided ...]\n" + (text[-tail:] if tail else "")
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+def xml_safe(text: str) -> str:
+    """Drop characters XML 1.0 cannot carry (control characters, lone surrogates, U+FFFE/FFFF)."""
+    return _XML_ILLEGAL.sub("", text)
+
+
+def scan_failed_lines(log_path: Path, *, max_lines: int = 50, max_line: int = 300) -> list[str]:
+    """pytest summary lines (``FAILED x::y - msg`` / ``ERROR ...``) from a log of any size, read in chunks."""
+    found: list[str] = []
+    try:
+        handle = log_path.open("rb")
+    except FileNotFoundError:
+        return found
+    with handle:
+        at_start = True
+        while len(found) < max_lines:
+            chunk = handle.readline(8192)
+            if not chunk:
+                break
+            if at_start:
+                clean = _ANSI_BYTES.sub(b"", chunk)
+                if _PYTEST_SUMMARY.match(clean):
+                    line = clean.rstrip(b"\r\n").decode(errors="replace")
+                    found.append(line if len(line) <= max_line else line[: max_line - 3] + "...")
+            at_start = chunk.endswith(b"\n")
+    return found
+
+
+def _location(case: ET.Element, text: str) -> tuple[str | None, int | None]:
+    file = case.get("file")
+    line_attr = case.get("line")
+    line = int(line_attr) if line_attr and line_attr.isdigit() else None
+    if file:
+        return file, line
+    matches = _LOCATION.findall(text)
+    relative = [m for m in matches if not m[0].startswith("/")]
+    pick = (relative or matches or [None])[-1]
+    if pick is None:
+        return None, None
+    return pick[0], int(pick[1])
+
+
+def parse_junit_failures(path: Path, limit: int = 200) -> list[JUnitFailure]:
+    """Failures and errors from a JUnit XML report (``<testsuites>`` or a bare ``<testsuite>``).
+
+    Raises ValueError for documents with a DOCTYPE/ENTITY (entity expansion), non-UTF-8/ASCII-compatible
+    encodings (where that check cannot be made on bytes), oversized files or another root element; and
+    ``xml.etree.ElementTree.ParseError`` for malformed XML.
+    """
+    if path.stat().st_size > MAX_REPORT_BYTES:
+        raise ValueError(f"{path}: JUnit report larger than {MAX_REPORT_BYTES} bytes")
+    data = path.read_bytes()
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in data:
+        raise ValueError(f"{path}: JUnit report is not in an ASCII-compatible encoding")
+    if b"<!DOCTYPE" in data or b"<!ENTITY" in data:
+        raise ValueError(f"{path}: JUnit report with DOCTYPE/ENTITY declarations refused")
+    root = ET.fromstring(data)
+    if root.tag not in ("testsuites", "testsuite"):
+        raise ValueError(f"{path}: not a JUnit report (root element <{root.tag}>)")
+    failures: list[JUnitFailure] = []
+    for case in root.iter("testcase"):
+        for child in case:
+            if child.tag not in ("failure", "error"):
+                continue
+            name = case.get("name", "?")
+            classname = case.get("classname")
+            text = child.text or ""
+            file, line = _location(case, text)
+            kind: Literal["failure", "error"] = "failure" if child.tag == "failure" else "error"
+            failures.append(
+                JUnitFailure(
+                    test=f"{classname}::{name}" if classname else name,
+                    kind=kind,
+                    message=clip_middle(child.get("message") or child.get("type") or "", 500),
+                    text=clip_middle(text, FAILURE_TEXT_LIMIT),
+                    file=file,
+                    line=line,
+                )
+            )
+            if len(failures) >= limit:
+                return failures
+    return failures
+
+
+def failure_lines(result: GateResult, *, max_lines: int = 50) -> list[str]:
+    """One line per failing test: parsed JUnit failures, else pytest summary lines from the full log."""
+    if result.failures:
+        lines = []
+        for f in result.failures[:max_lines]:
+            where = f" ({f.file}:{f.line})" if f.file and f.line else ""
+            message = f.message.strip().splitlines()[0] if f.message.strip() else f.kind
+            lines.append(clip_middle(f"{f.test}: {message}{where}", 300))
+        return lines
+    return scan_failed_lines(result.log_path, max_lines=max_lines)
+
+
+def status_text(result: GateResult) -> str:
+    if result.timed_out:
+        return f"timed out after {result.timeout_s:g}s" if result.timeout_s else "timed out"
+    return f"exit code {result.exit_code}"
+
+
+def _failure_output(result: GateResult) -> str:
+    lines = failure_lines(result)
+    listing = "failing tests:\n" + "".join(f"- {line}\n" for line in lines) + "\n" if lines else ""
+    listing = clip_middle(listing, JUNIT_OUTPUT_LIMIT // 2)
+    room = JUNIT_OUTPUT_LIMIT - len(listing) - 20
+    return listing + "output:\n" + clip_middle(strip_ansi(result.output), room)
+
+
+def write_gates_junit(results: Sequence[GateResult], path: Path, *, suite: str = "prime-ci gates") -> None:
+    """One testcase per gate; failures carry bounded output; flaky gates get a ``flaky`` property."""
+    cases = []
+    for r in results:
+        case = junit_xml.TestCase(
+            xml_safe(r.name), classname="prime-ci.gates", elapsed_sec=round(r.duration_s, 3)
+        )
+        if not r.passed:
+            case.add_failure_info(
+                message=xml_safe(f"{r.command}: {status_text(r)}"),
+                output=xml_safe(_failure_output(r)),
+                failure_type="timeout" if r.timed_out else "gate-failed",
+            )
+        cases.append(case)
+    text = junit_xml.to_xml_report_string([junit_xml.TestSuite(xml_safe(suite), cases)], prettyprint=False)
+    root = ET.fromstring(text)
+    for element in root.iter():
+        element.attrib.pop("disabled", None)
+        if element.tag in ("testsuite", "testsuites"):
+            element.set("time", str(round(sum(r.duration_s for r in results), 3)))
+    for element, r in zip(root.iter("testcase"), results, strict=True):
+        element.set("time", str(round(r.duration_s, 3)))
+        if r.flaky or r.attempts > 1:
+            props = ET.Element("properties")
+            if r.flaky:
+                ET.SubElement(props, "property", {"name": "flaky", "value": "true"})
+            ET.SubElement(props, "property", {"name": "attempts", "value": str(r.attempts)})
+            element.insert(0, props)
+    ET.indent(root)
+    _write_atomic(path, ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n")
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_annotations(results: Sequence[GateResult], *, per_gate: int = 10) -> list[str]:
+    """``::error`` workflow commands for failing gates, located at the failing test where known."""
+    out: list[str] = []
+    for r in results:
+        if r.passed:
+            continue
+        title = _escape_property(f"gate {r.name}")
+        located = [f for f in r.failures if f.file and f.line][:per_gate]
+        for f in located:
+            props = f"file={_escape_property(f.file or '')},line={f.line},title={title}"
+            message = clip_middle(f"{f.test}: {f.message.strip() or f.kind}", 1000)
+            out.append(f"::error {props}::{_escape_data(message)}")
+        if located:
+            continue
+        lines = failure_lines(r, max_lines=20)
+        detail = "\n".join(lines) if lines else "\n".join(strip_ansi(r.output).rstrip().splitlines()[-20:])
+        message = clip_middle(f"{r.command}: {status_text(r)}\n{detail}".rstrip(), 2000)
+        out.append(f"::error title={title}::{_escape_data(message)}")
+    return out

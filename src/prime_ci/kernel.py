@@ -1,0 +1,315 @@
+"""The model's only tool: a persistent IPython kernel, launched and supervised by the host.
+
+The host launches ``ipykernel`` itself (IPC transport, connection file in the run dir, its own session so
+the whole process group can be killed) and talks to it with jupyter_client's async client. A cell that
+overruns its timeout is interrupted (``interrupt_request`` on the control channel, which also works inside a
+PID namespace); if the kernel is still busy after a grace period, the process group is killed and the kernel
+restarted, and the caller is told that state was lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.connect import write_connection_file
+
+from prime_ci.errors import KernelLost
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
+DEFAULT_LIMIT = 8000
+
+
+def strip_ansi(text: str) -> str:
+    return ANSI.sub("", text)
+
+
+class BoundedText:
+    """Keeps the first and last ``limit // 2`` characters of a stream, counting what it drops."""
+
+    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
+        self.head_limit = limit // 2
+        self.tail_limit = limit - self.head_limit
+        self._head: list[str] = []
+        self._head_len = 0
+        self._tail: deque[str] = deque()
+        self._tail_len = 0
+        self.total = 0
+
+    def add(self, text: str) -> None:
+        if not text:
+            return
+        self.total += len(text)
+        room = self.head_limit - self._head_len
+        if room > 0:
+            self._head.append(text[:room])
+            self._head_len += min(room, len(text))
+            text = text[room:]
+        if not text:
+            return
+        self._tail.append(text)
+        self._tail_len += len(text)
+        while self._tail and self._tail_len - len(self._tail[0]) >= self.tail_limit:
+            self._tail_len -= len(self._tail.popleft())
+
+    def text(self) -> str:
+        head = "".join(self._head)
+        tail = "".join(self._tail)
+        if len(tail) > self.tail_limit:
+            tail = tail[-self.tail_limit :]
+        elided = self.total - len(head) - len(tail)
+        if elided <= 0:
+            return head + tail
+        return f"{head}\n[... {elided} characters elided; full output in `history` ...]\n{tail}"
+
+
+def bound(text: str, limit: int = DEFAULT_LIMIT) -> str:
+    b = BoundedText(limit)
+    b.add(text)
+    return b.text()
+
+
+@dataclass
+class CellResult:
+    """What one cell produced, bounded for the model."""
+
+    text: str
+    status: str  # "ok" | "error" | "timeout" | "kernel_lost"
+    duration_s: float
+    chars: int
+    error: str | None = None
+    restarted: bool = False
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass
+class KernelConfig:
+    cwd: Path
+    env: dict[str, str]
+    run_dir: Path
+    preload: str = ""
+    wrap: Callable[[list[str]], list[str]] | None = None  # e.g. the sandbox's bwrap prefix
+    output_limit: int = DEFAULT_LIMIT
+    interrupt_grace: float = 2.0
+    max_restarts: int = 5
+    python: str = sys.executable
+
+
+class Kernel:
+    """One kernel process plus its client; restartable."""
+
+    def __init__(self, config: KernelConfig) -> None:
+        self.config = config
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.client: AsyncKernelClient | None = None
+        self.restarts = 0
+        self.cells_run = 0
+        self._generation = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _argv(self, connection_file: Path) -> list[str]:
+        argv = [
+            self.config.python, "-m", "ipykernel_launcher", "-f", str(connection_file),
+            "--IPKernelApp.parent_handle=0", "--HistoryManager.enabled=False",
+            "--InteractiveShell.colors=nocolor", "--IPKernelApp.quiet=True",
+        ]  # fmt: skip
+        return self.config.wrap(argv) if self.config.wrap else argv
+
+    async def start(self, timeout: float = 60.0) -> None:
+        self._generation += 1
+        kdir = self.config.run_dir / "kernel"
+        kdir.mkdir(parents=True, exist_ok=True)
+        conn = kdir / f"kernel-{self._generation}.json"
+        write_connection_file(str(conn), transport="ipc", ip=str(kdir / f"k{self._generation}"))
+        log = open(kdir / "kernel.log", "ab")  # noqa: SIM115 - handed to the child process
+        try:
+            self.proc = subprocess.Popen(
+                self._argv(conn),
+                cwd=self.config.cwd,
+                env=self.config.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        client = AsyncKernelClient(connection_file=str(conn))
+        client.load_connection_file()
+        client.start_channels()
+        self.client = client
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                await client.wait_for_ready(timeout=min(5.0, max(0.1, deadline - time.monotonic())))
+                break
+            except RuntimeError as exc:
+                if not self.alive() or time.monotonic() >= deadline:
+                    self.kill()
+                    raise KernelLost(f"kernel did not start: {exc}; see {kdir / 'kernel.log'}") from exc
+        if self.config.preload:
+            result = await self.execute(self.config.preload, timeout=timeout, silent=True)
+            if result.status != "ok":
+                raise KernelLost(f"kernel preload failed: {result.text[-2000:]}")
+
+    async def execute(self, code: str, *, timeout: float, silent: bool = False) -> CellResult:
+        """Run one cell; never raises for errors in the cell, only when the kernel cannot be restarted."""
+        if self.client is None or not self.alive():
+            await self._restart("kernel was not running")
+            assert self.client is not None
+        client = self.client
+        started = time.monotonic()
+        msg_id = client.execute(code, silent=silent, store_history=not silent, allow_stdin=False)
+        if not silent:
+            self.cells_run += 1
+        out = BoundedText(self.config.output_limit)
+        outputs: list[dict[str, Any]] = []
+        error: str | None = None
+        deadline = started + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return await self._overrun(msg_id, out, outputs, started, timeout)
+            try:
+                msg = await client.get_iopub_msg(timeout=min(1.0, remaining))
+            except queue.Empty:
+                if not self.alive():
+                    return await self._lost(out, outputs, started, "the kernel process died")
+                continue
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "status" and content.get("execution_state") == "idle":
+                break
+            error = _collect(kind, content, out, outputs) or error
+        await self._drain_shell(msg_id)
+        return CellResult(
+            text=out.text(),
+            status="error" if error else "ok",
+            duration_s=time.monotonic() - started,
+            chars=out.total,
+            error=error,
+            outputs=outputs,
+        )
+
+    async def _drain_shell(self, msg_id: str) -> None:
+        assert self.client is not None
+        with contextlib.suppress(queue.Empty):
+            while True:
+                reply = await self.client.get_shell_msg(timeout=0.5)
+                if reply["parent_header"].get("msg_id") == msg_id:
+                    return
+
+    async def interrupt(self) -> None:
+        if self.client is None:
+            return
+        msg = self.client.session.msg("interrupt_request", {})
+        self.client.control_channel.send(msg)
+
+    async def _overrun(
+        self, msg_id: str, out: BoundedText, outputs: list[dict[str, Any]], started: float, timeout: float
+    ) -> CellResult:
+        assert self.client is not None
+        await self.interrupt()
+        grace_end = time.monotonic() + self.config.interrupt_grace
+        while time.monotonic() < grace_end:
+            try:
+                msg = await self.client.get_iopub_msg(timeout=max(0.05, grace_end - time.monotonic()))
+            except queue.Empty:
+                break
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
+                out.add(f"\n[cell interrupted after {timeout:.0f}s timeout; kernel state kept]")
+                return CellResult(out.text(), "timeout", time.monotonic() - started, out.total, "timeout")
+            _collect(msg["msg_type"], msg["content"], out, outputs)
+        await self._restart("cell ignored the interrupt")
+        out.add(
+            f"\n[cell exceeded its {timeout:.0f}s timeout and ignored the interrupt: the kernel was "
+            "restarted and its variables were lost]"
+        )
+        return CellResult(out.text(), "timeout", time.monotonic() - started, out.total, "timeout", True)
+
+    async def _lost(
+        self, out: BoundedText, outputs: list[dict[str, Any]], started: float, why: str
+    ) -> CellResult:
+        await self._restart(why)
+        out.add(f"\n[{why}: the kernel was restarted and its variables were lost]")
+        return CellResult(out.text(), "kernel_lost", time.monotonic() - started, out.total, why, True)
+
+    async def _restart(self, why: str) -> None:
+        if self.restarts >= self.config.max_restarts:
+            self.kill()
+            raise KernelLost(f"{why}; restart limit ({self.config.max_restarts}) reached")
+        self.restarts += 1
+        self.kill()
+        await self.start()
+
+    def kill(self) -> None:
+        if self.client is not None:
+            self.client.stop_channels()
+            self.client = None
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+
+    async def shutdown(self) -> None:
+        if self.client is not None and self.alive():
+            self.client.shutdown()
+            assert self.proc is not None
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                await asyncio.to_thread(self.proc.wait, 2.0)
+        self.kill()
+
+
+def _collect(kind: str, content: dict[str, Any], out: BoundedText, outputs: list[dict[str, Any]]) -> str | None:
+    """Add one iopub message to the bounded text; return an error summary for ``error`` messages."""
+    if kind == "stream":
+        text = content.get("text", "")
+        out.add(text)
+        outputs.append({"output_type": "stream", "name": content.get("name", "stdout"), "text": text})
+    elif kind in ("execute_result", "display_data"):
+        text = content.get("data", {}).get("text/plain", "")
+        if text:
+            out.add(text if text.endswith("\n") else text + "\n")
+        outputs.append({"output_type": kind, "data": {"text/plain": text}, **(
+            {"execution_count": content.get("execution_count")} if kind == "execute_result" else {}
+        )})  # fmt: skip
+    elif kind == "error":
+        tb = strip_ansi("\n".join(content.get("traceback", [])))
+        out.add(tb + "\n")
+        outputs.append({"output_type": "error", "ename": content.get("ename", ""),
+                        "evalue": content.get("evalue", ""), "traceback": content.get("traceback", [])})  # fmt: skip
+        return f"{content.get('ename', 'Error')}: {content.get('evalue', '')}"
+    return None
+
+
+def preload_code(lines: Sequence[str]) -> str:
+    return "\n".join(lines)

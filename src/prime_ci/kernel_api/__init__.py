@@ -1,0 +1,103 @@
+"""Code preloaded into the model's kernel: the names the model uses to talk to the host.
+
+Runs inside the kernel process: stdlib only (plus this package), never litellm, never provider keys.
+Requests go to the host over the unix socket named by ``PRIME_CI_BRIDGE``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class HostError(RuntimeError):
+    """The host refused or failed a request."""
+
+
+def call(op: str, **args: Any) -> Any:
+    """Blocking request to the host; returns its result or raises HostError."""
+    path = os.environ.get("PRIME_CI_BRIDGE")
+    if not path:
+        raise HostError("not running under prime-ci (PRIME_CI_BRIDGE is not set)")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(path)
+        sock.sendall(json.dumps({"op": op, **args}).encode() + b"\n")
+        chunks = []
+        while True:
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    if not chunks:
+        raise HostError(f"{op}: the host closed the connection without a reply")
+    reply = json.loads(b"".join(chunks))
+    if not reply.get("ok"):
+        raise HostError(reply.get("error", "unknown error"))
+    return reply.get("result")
+
+
+async def acall(op: str, **args: Any) -> Any:
+    return await asyncio.to_thread(call, op, **args)
+
+
+@dataclass
+class GateRun:
+    """One gate's last result, with its full output."""
+
+    name: str
+    command: str
+    passed: bool
+    exit_code: int | None
+    output: str
+    duration_s: float
+    flaky: bool = False
+    timed_out: bool = False
+    attempts: int = 1
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        state = "passed" if self.passed else "FAILED"
+        return f"<gate {self.name} {state} exit={self.exit_code} output={len(self.output)} chars>"
+
+
+def _gate_runs(items: list[dict[str, Any]]) -> list[GateRun]:
+    fields = GateRun.__dataclass_fields__
+    return [GateRun(**{k: v for k, v in item.items() if k in fields}) for item in items]
+
+
+class Gates:
+    """``gates.last``: the last gate round (full outputs); ``await gates.run(name=None)``: run now."""
+
+    @property
+    def last(self) -> list[GateRun]:
+        return _gate_runs(call("gates.last"))
+
+    async def run(self, name: str | None = None) -> list[GateRun]:
+        return _gate_runs(await acall("gates.run", name=name))
+
+    def __repr__(self) -> str:
+        return "<gates: .last (last round), await .run(name=None)>"
+
+
+class Goal:
+    """``await goal.get()``: the objective and progress; ``await goal.complete(summary)``: declare it done."""
+
+    async def get(self) -> dict[str, Any]:
+        result: dict[str, Any] = await acall("goal.get")
+        return result
+
+    async def complete(self, summary: str | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = await acall("goal.complete", summary=summary)
+        return result
+
+    def __repr__(self) -> str:
+        return "<goal: await .get(), await .complete(summary=None)>"
+
+
+def install(namespace: dict[str, Any]) -> None:
+    """Define the API names in the kernel's user namespace."""
+    namespace.update(gates=Gates(), goal=Goal())

@@ -1,0 +1,91 @@
+"""Run artifacts: result.json, summary.md, patch.diff, junit.xml (gate logs are written by the gates)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from prime_ci.durations import format_duration
+from prime_ci.errors import PersistenceError
+
+RESULT_VERSION = 1
+EXIT_CODES = {
+    "completed": 0, "gates_failed": 1, "max_turns": 3, "max_tokens": 3, "max_wall": 3, "max_cost": 3,
+    "model_error": 4, "sandbox_unavailable": 5, "persistence_error": 6, "security_stop": 7, "no_changes": 8,
+    "internal_error": 70,
+}  # fmt: skip
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """temp file in the same directory -> fsync -> rename -> fsync the directory; errors are fatal."""
+    raw = data.encode() if isinstance(data, str) else data
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError as exc:
+        raise PersistenceError(f"cannot write {path}: {exc.strerror}") from exc
+
+
+def write_json(path: Path, obj: Any) -> None:
+    write_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def summary_markdown(result: dict[str, Any]) -> str:
+    ok = result["success"]
+    icon = "✅" if ok else "❌"
+    lines = [
+        f"## {icon} prime-ci: `{result['stop_reason']}` (exit {result['exit_code']})",
+        "",
+    ]
+    if result.get("detail"):
+        lines += [f"> {result['detail']}", ""]
+    task = " ".join(str(result.get("task", "")).split())
+    lines += [f"**Task:** {task[:300]}{'…' if len(task) > 300 else ''}", "",
+              f"**Model:** `{result['model']}` · **Base:** `{str(result.get('base_commit'))[:12]}` · "
+              f"**Sandbox:** {result.get('sandbox', 'off')}", ""]  # fmt: skip
+    gates = result.get("gates") or []
+    if gates:
+        lines += ["### Gates", "", "| gate | result | exit | time | attempts |", "|---|---|---|---|---|"]
+        for g in gates:
+            state = "✅ pass" if g["passed"] else ("⏱ timeout" if g.get("timed_out") else "❌ fail")
+            if g.get("flaky"):
+                state += " (flaky)"
+            lines.append(f"| `{g['name']}` | {state} | {g['exit_code']} | {g['duration_s']:.1f}s | {g['attempts']} |")
+        lines.append("")
+    u, b = result["usage"], result["budgets"]
+    cost = "unknown" if u["cost_usd"] is None else f"${u['cost_usd']:.4f}"
+    cost_limit = f" / ${b['max_cost_usd']:.2f}" if b.get("max_cost_usd") else ""
+    lines += [
+        "### Budget", "", "| | used | limit |", "|---|---|---|",
+        f"| turns | {u['turns']} | {b['max_turns']} |",
+        f"| tokens | {u['total_tokens']:,} | {b['max_tokens']:,} |",
+        f"| wall clock | {format_duration(result['wall_s'])} | {format_duration(b['max_wall_s'])} |",
+        f"| cost | {cost}{cost_limit} | |", "",
+    ]  # fmt: skip
+    files = result.get("changed_files") or []
+    lines += [f"### Changed files ({len(files)})", ""]
+    lines += [f"- `{f}`" for f in files[:50]] or ["(none)"]
+    if len(files) > 50:
+        lines.append(f"- … and {len(files) - 50} more (see patch.diff)")
+    if result.get("children"):
+        lines += ["", "### Sub-agents", ""]
+        lines += [f"- `{c['name']}`: {c['status']}" for c in result["children"]]
+    if result.get("flags"):
+        lines += ["", "### Flags", ""] + [f"- {f}" for f in result["flags"]]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,277 @@
+"""One run end to end: worktree -> kernel + model -> agent loop -> gates -> artifacts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from prime_ci import report
+from prime_ci.agent import Agent, Stop
+from prime_ci.bridge import Bridge, Refused
+from prime_ci.budget import Budget, Limits
+from prime_ci.config import RunConfig, build_config, file_settings
+from prime_ci.errors import ConfigError, KernelLost, ModelError, PersistenceError
+from prime_ci.gates import GateSpec, gates_from_commands, load_gate_files, load_gate_files_from_ref
+from prime_ci.judge import Judge
+from prime_ci.junit import github_annotations, write_gates_junit
+from prime_ci.kernel import Kernel, KernelConfig
+from prime_ci.model import Model, make_model
+from prime_ci.sandbox import scrubbed_env
+from prime_ci.session import SessionLog, entry_id
+from prime_ci.worktree import GitError, Worktree, create_worktree
+
+PRELOAD = "import prime_ci.kernel_api as _pci\n_pci.install(get_ipython().user_ns)\ndel _pci\n"
+SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 143}
+Say = Callable[[str], None]
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + entry_id()[:6]
+
+
+def base_prompt() -> str:
+    return resources.files("prime_ci").joinpath("prompts/system.md").read_text(encoding="utf-8")
+
+
+@dataclass
+class Prepared:
+    """Everything validated before anything runs; a ConfigError before this point means exit 2."""
+
+    cfg: RunConfig
+    worktree: Worktree
+    gates: list[GateSpec]
+    model: Model
+    out: Path
+    run_id: str
+
+
+def prepare(flags: dict[str, Any]) -> Prepared:
+    """Clone, read repo settings, validate everything. Raises ConfigError (exit 2) with nothing left behind."""
+    run_id = new_run_id()
+    worktree = create_worktree(str(flags.get("repo", ".")), flags.get("ref"))
+    try:
+        cfg = build_config(flags, file_settings(worktree.path))
+        gates = load_gates(cfg, worktree)
+        model = make_model(cfg.model or "", api_base=cfg.api_base)
+        out = (cfg.out or Path("prime-ci-out") / run_id).resolve()
+        if (out / "session.jsonl").exists():
+            raise ConfigError(f"--out: {out} already holds a run (use `prime-ci resume {out}`)")
+    except BaseException:
+        worktree.remove()
+        raise
+    worktree.excludes = [".prime-ci"]
+    return Prepared(cfg, worktree, gates, model, out, run_id)
+
+
+def load_gates(cfg: RunConfig, wt: Worktree) -> list[GateSpec]:
+    specs = gates_from_commands(cfg.gate)
+    if cfg.gates_from:
+        specs += load_gate_files_from_ref(wt.git_dir, cfg.gates_from, cfg.gates_file)
+    else:
+        specs += load_gate_files([_inside(wt.path, p) for p in cfg.gates_file])
+    names = [s.name for s in specs]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"duplicate gate name(s): {', '.join(dupes)}")
+    return specs
+
+
+def _inside(root: Path, name: str) -> Path:
+    path = Path(name)
+    if path.is_absolute():
+        return path
+    resolved = (root / path).resolve()
+    if not resolved.is_relative_to(root.resolve()):
+        raise ConfigError(f"--gates-file: {name} points outside the repository")
+    return resolved
+
+
+@dataclass
+class Run:
+    prep: Prepared
+    say: Say
+    budget: Budget = field(init=False)
+    log: SessionLog = field(init=False)
+    judge: Judge = field(init=False)
+    kernel: Kernel | None = None
+    bridge: Bridge = field(default_factory=Bridge)
+    signal_code: int | None = None
+    stop: Stop = field(default_factory=lambda: Stop("internal_error", "the run did not start"))
+    goal_done: str | None = None
+
+    async def execute(self) -> dict[str, Any]:
+        cfg, wt = self.prep.cfg, self.prep.worktree
+        self.budget = Budget(Limits(cfg.max_turns, cfg.max_tokens, cfg.max_wall, cfg.max_cost))
+        self.prep.out.mkdir(parents=True, exist_ok=True)
+        self.log = SessionLog.create(self.prep.out / "session.jsonl", cwd=str(wt.path))
+        env = scrubbed_env(wt.root / "home", cfg.pass_env, {"PRIME_CI_BRIDGE": str(self.bridge.path)})
+        gate_env = {k: v for k, v in env.items() if k != "PRIME_CI_BRIDGE"}
+        self.judge = Judge(self.prep.gates, wt, gate_env, self.prep.out / "gates", self.log,
+                           cfg.max_gate_retries, exclude=[".prime-ci"])  # fmt: skip
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        for sig in SIGNAL_EXIT:
+            loop.add_signal_handler(sig, self._on_signal, sig, task)
+        try:
+            self.stop = await asyncio.wait_for(self._work(env), timeout=max(0.1, self.budget.wall_left()))
+        except (TimeoutError, asyncio.TimeoutError):
+            self.stop = Stop("max_wall", f"wall clock limit {cfg.max_wall:.0f}s reached")
+        except asyncio.CancelledError:
+            if self.signal_code is None:
+                raise
+            self.stop = Stop("interrupted", f"received signal (exit {self.signal_code})")
+        except ModelError as exc:
+            self.stop = Stop("model_error", str(exc))
+        except PersistenceError as exc:
+            self.stop = Stop("persistence_error", str(exc))
+        except Exception as exc:  # noqa: BLE001 - any bug still ends with artifacts and exit 70
+            self.stop = Stop("internal_error", f"{type(exc).__name__}: {exc}")
+            self.say(traceback.format_exc())
+        finally:
+            for sig in SIGNAL_EXIT:
+                loop.remove_signal_handler(sig)
+        if self.bridge.failures and self.stop.reason == "completed":
+            self.stop = Stop("internal_error", f"bridge failure: {self.bridge.failures[0]!r}")
+        return await self._finish()
+
+    def _on_signal(self, sig: signal.Signals, task: asyncio.Task[Any]) -> None:
+        if self.signal_code is None:
+            self.signal_code = SIGNAL_EXIT[sig]
+            self.say(f"received {sig.name}: stopping")
+            task.cancel()
+
+    async def _work(self, env: dict[str, str]) -> Stop:
+        cfg, wt = self.prep.cfg, self.prep.worktree
+        self.log.append("model_change", provider=self.prep.model.name.split("/")[0], modelId=self.prep.model.name)
+        self.log.custom("prime_ci.run", {"run_id": self.prep.run_id, "task": cfg.task_text(),
+                                         "base_commit": wt.base_commit, "budgets": self.budget.limits_dict(),
+                                         "gates": [g.model_dump() for g in self.prep.gates]})  # fmt: skip
+        await self.bridge.start()
+        self._register()
+        started = time.monotonic()
+        self.kernel = Kernel(KernelConfig(cwd=wt.path, env=env, run_dir=wt.root, preload=PRELOAD))
+        await self.kernel.start()
+        self.say(f"kernel ready in {time.monotonic() - started:.1f}s (pid {self.kernel.pid})")
+        agent = Agent(self.prep.model, self.kernel, self.budget, self.log, self._turn_end, cfg.cell_timeout,
+                      progress=self.say)  # fmt: skip
+        agent.conversation.add({"role": "system", "content": base_prompt()})
+        agent.say("prime_ci.task", cfg.task_text())
+        try:
+            stop = await agent.run()
+        except KernelLost as exc:
+            stop = Stop("gates_failed", f"kernel lost: {exc}")
+        if stop.reason in ("max_turns", "max_tokens", "max_cost", "gates_failed") and self.prep.gates:
+            await self.judge.final_round()
+            if self.judge.passed():
+                stop = Stop("completed", f"gates passed at the end ({stop.reason} reached)")
+        return stop
+
+    async def _turn_end(self) -> Stop | str:
+        outcome = await self.judge()
+        for r in self.judge.last if isinstance(outcome, str) or outcome.reason != "completed" else []:
+            self.say(f"gate {r.name}: {'pass' if r.passed else 'FAIL'} (exit {r.exit_code}, {r.duration_s:.1f}s)")
+        return outcome
+
+    def _register(self) -> None:
+        async def gates_last(_: dict[str, Any]) -> Any:
+            return self.judge.full_results()
+
+        async def gates_run(req: dict[str, Any]) -> Any:
+            name = req.get("name")
+            if name is not None and name not in {s.name for s in self.prep.gates}:
+                raise Refused(f"no gate named {name!r}")
+            await self.judge.run_round(only=name)
+            return self.judge.full_results()
+
+        async def goal_get(_: dict[str, Any]) -> Any:
+            return {"objective": self.prep.cfg.task_text(), "status": "complete" if self.goal_done else "active",
+                    "gates": [s.name for s in self.prep.gates], "usage": self.budget.usage(),
+                    "budgets": self.budget.limits_dict(), "wall_left_s": round(self.budget.wall_left(), 1)}  # fmt: skip
+
+        async def goal_complete(req: dict[str, Any]) -> Any:
+            self.goal_done = str(req.get("summary") or "")
+            self.log.custom("prime_ci.goal", {"status": "complete", "summary": self.goal_done})
+            return {"status": "complete", "note": "gates run when this turn ends; they decide success"}
+
+        for op, fn in (("gates.last", gates_last), ("gates.run", gates_run), ("goal.get", goal_get),
+                       ("goal.complete", goal_complete)):  # fmt: skip
+            self.bridge.register(op, fn)
+
+    async def _finish(self) -> dict[str, Any]:
+        cfg, wt, out = self.prep.cfg, self.prep.worktree, self.prep.out
+        if self.kernel is not None:
+            await self.kernel.shutdown()
+        await self.bridge.close()
+        flags: list[str] = []
+        try:
+            patch, changed = wt.diff(), wt.changed_files()
+        except GitError as exc:
+            patch, changed = "", []
+            flags.append(f"diff unavailable: {exc}")
+        if self.stop.reason == "completed" and cfg.require_changes and not changed:
+            self.stop = Stop("no_changes", "--require-changes and the diff is empty")
+        exit_code = self.signal_code if self.stop.reason == "interrupted" else report.EXIT_CODES[self.stop.reason]
+        assert exit_code is not None
+        result = self._result(exit_code, changed, flags)
+        try:
+            report.write_atomic(out / "patch.diff", patch)
+            write_gates_junit(self.judge.last, out / "junit.xml")
+            report.write_json(out / "result.json", result)
+            report.write_atomic(out / "summary.md", report.summary_markdown(result))
+            self.log.custom("prime_ci.stop", {"stop_reason": self.stop.reason, "exit_code": exit_code,
+                                              "detail": self.stop.detail})  # fmt: skip
+            self.log.close()
+        except PersistenceError as exc:
+            result.update(stop_reason="persistence_error", exit_code=6, success=False, detail=str(exc))
+        for line in github_annotations(self.judge.last) if _in_actions() else []:
+            print(line)
+        if not cfg.keep_worktree:
+            wt.remove()
+        return result
+
+    def _result(self, exit_code: int, changed: list[str], flags: list[str]) -> dict[str, Any]:
+        cfg = self.prep.cfg
+        return {
+            "version": report.RESULT_VERSION,
+            "run_id": self.prep.run_id,
+            "stop_reason": self.stop.reason,
+            "exit_code": exit_code,
+            "success": exit_code == 0,
+            "detail": self.stop.detail,
+            "task": cfg.task_text(),
+            "model": self.prep.model.name,
+            "base_commit": self.prep.worktree.base_commit,
+            "wall_s": round(self.budget.elapsed(), 3),
+            "usage": self.budget.usage(),
+            "budgets": self.budget.limits_dict(),
+            "gates": [r.to_dict() for r in self.judge.last],
+            "children": [],
+            "changed_files": changed,
+            "flags": flags,
+            "sandbox": "off",
+            "out_dir": str(self.prep.out),
+            "worktree": str(self.prep.worktree.path) if cfg.keep_worktree else None,
+        }
+
+
+def _in_actions() -> bool:
+    import os
+
+    return os.environ.get("GITHUB_ACTIONS") == "true"
+
+
+def execute(prep: Prepared, say: Say) -> dict[str, Any]:
+    run = Run(prep, say)
+    with contextlib.suppress(KeyboardInterrupt):
+        return asyncio.run(run.execute())
+    raise SystemExit(130)

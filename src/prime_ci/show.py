@@ -1,0 +1,73 @@
+"""``prime-ci show``: a session log rendered for a person."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.text import Text
+
+from prime_ci.session import read_session
+
+MAX_SHOWN = 3000
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_SHOWN:
+        return text
+    half = MAX_SHOWN // 2
+    return f"{text[:half]}\n… {len(text) - MAX_SHOWN} characters not shown …\n{text[-half:]}"
+
+
+def _text(parts: Any) -> str:
+    if isinstance(parts, str):
+        return parts
+    return "".join(p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text")
+
+
+def render(path: Path, console: Console | None = None) -> None:
+    console = console or Console()
+    session = read_session(path)
+    h = session.header
+    console.print(f"[bold]session[/] {h.get('id')} · v{h.get('version')} · {h.get('timestamp')} · cwd {h.get('cwd')}")
+    for entry in session.entries:
+        kind = entry.get("type")
+        if kind == "message":
+            _message(console, entry["message"])
+        elif kind == "custom_message":
+            console.print(Panel(_clip(_text(entry.get("content", ""))), title=f"[yellow]{entry.get('customType')}",
+                                title_align="left", border_style="yellow"))
+        elif kind == "custom":
+            data = json.dumps(entry.get("data", {}), ensure_ascii=False)
+            console.print(Text(f"· {entry.get('customType')}: {data[:200]}", style="dim"))
+        elif kind == "compaction":
+            console.print(Panel(_clip(str(entry.get("summary", ""))), title="[magenta]compaction", title_align="left"))
+        else:
+            console.print(Text(f"· {kind}", style="dim"))
+    for offset, reason in session.bad_lines:
+        console.print(f"[red]unreadable line at byte {offset}: {reason}[/]")
+    if session.torn_tail:
+        console.print(f"[red]torn last line ({len(session.torn_tail)} bytes) ignored[/]")
+
+
+def _message(console: Console, msg: dict[str, Any]) -> None:
+    role = msg.get("role")
+    if role == "assistant":
+        text = _text(msg.get("content", []))
+        if text:
+            console.print(Panel(_clip(text), title="[cyan]assistant", title_align="left", border_style="cyan"))
+        for part in msg.get("content", []):
+            if part.get("type") == "toolCall":
+                code = part.get("arguments", {}).get("code", json.dumps(part.get("arguments")))
+                console.print(Panel(Syntax(_clip(str(code)), "python", word_wrap=True),
+                                    title=f"[cyan]{part.get('name')}", title_align="left", border_style="blue"))
+    elif role == "toolResult":
+        style = "red" if msg.get("isError") else "green"
+        console.print(Panel(_clip(_text(msg.get("content", []))), title=f"[{style}]result", title_align="left",
+                            border_style=style))
+    else:
+        console.print(Panel(_clip(_text(msg.get("content", ""))), title=f"[bold]{role}", title_align="left"))

@@ -1,0 +1,175 @@
+"""Disposable worktrees, hardened git calls, diffs.
+
+The worktree is hostile input: the model (or the PR under review) controls its files. Every git call the
+host makes therefore runs with an explicit ``--git-dir`` that lives outside the worktree (so a planted
+``.git`` file or config inside it is never consulted), with hooks, fsmonitor, external diff/textconv and the
+``ext::`` transport disabled, and without the user's global or system configuration.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prime_ci.errors import ConfigError
+
+HARDENING = (
+    "-c", "core.fsmonitor=false",
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "protocol.ext.allow=never",
+    "-c", "core.sshCommand=false",
+    "-c", "diff.external=",
+    "-c", "core.pager=cat",
+    "-c", "credential.helper=",
+    "-c", "safe.directory=*",
+)  # fmt: skip
+
+IDENTITY = ("-c", "user.name=prime-ci", "-c", "user.email=prime-ci@localhost", "-c", "commit.gpgsign=false")
+
+
+def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "GIT_ASKPASS", "SSH_AUTH_SOCK")
+    env = {k: v for k, v in os.environ.items() if k in keep}
+    env.update(
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL="/dev/null",
+        GIT_TERMINAL_PROMPT="0",
+        GIT_PAGER="cat",
+        GIT_OPTIONAL_LOCKS="0",
+    )
+    env.update(extra or {})
+    return env
+
+
+class GitError(RuntimeError):
+    pass
+
+
+def git(
+    args: Sequence[str],
+    *,
+    git_dir: Path | None = None,
+    work_tree: Path | None = None,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    input: bytes | None = None,
+    check: bool = True,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run one hardened git command and return the completed process (bytes)."""
+    cmd = ["git", *HARDENING]
+    if git_dir is not None:
+        cmd.append(f"--git-dir={git_dir}")
+    if work_tree is not None:
+        cmd.append(f"--work-tree={work_tree}")
+    cmd.extend(args)
+    proc = subprocess.run(
+        cmd, cwd=cwd, env=git_env(env), input=input, capture_output=True, check=False, timeout=600
+    )
+    if check and proc.returncode != 0:
+        detail = proc.stderr.decode(errors="replace").strip().splitlines()
+        raise GitError(f"git {' '.join(args)} failed: {detail[-1] if detail else proc.returncode}")
+    return proc
+
+
+def git_text(args: Sequence[str], **kw: object) -> str:
+    return git(args, **kw).stdout.decode(errors="replace").strip()  # type: ignore[arg-type]
+
+
+@dataclass
+class Worktree:
+    """A disposable checkout: files in ``path``, git data in ``git_dir`` (outside ``path``)."""
+
+    path: Path
+    git_dir: Path
+    base_commit: str
+    root: Path
+    source: str
+    excludes: list[str] = field(default_factory=list)
+
+    def git(self, args: Sequence[str], **kw: object) -> subprocess.CompletedProcess[bytes]:
+        return git(args, git_dir=self.git_dir, work_tree=self.path, cwd=self.path, **kw)  # type: ignore[arg-type]
+
+    def _temp_index(self) -> dict[str, str]:
+        """A throwaway index holding base + every worktree change (the real index is left alone)."""
+        index = self.root / "diff.index"
+        index.unlink(missing_ok=True)
+        env = {"GIT_INDEX_FILE": str(index)}
+        self.git(["read-tree", self.base_commit], env=env)
+        self.git(["add", "-A", "--", ".", *(f":(exclude){p}" for p in self.excludes)], env=env)
+        return env
+
+    def diff(self) -> str:
+        """``git diff`` against the base commit, new files included, binary-safe."""
+        env = self._temp_index()
+        out = self.git(
+            ["diff", "--cached", "--binary", "--no-ext-diff", "--no-textconv", self.base_commit], env=env
+        )
+        return out.stdout.decode(errors="replace")
+
+    def changed_files(self) -> list[str]:
+        env = self._temp_index()
+        out = self.git(["diff", "--cached", "--name-only", "--no-renames", self.base_commit], env=env)
+        return [line for line in out.stdout.decode(errors="replace").splitlines() if line]
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _is_url(repo: str) -> bool:
+    return "://" in repo or repo.startswith("git@") or repo.startswith("file:")
+
+
+def resolve_source(repo: str) -> str:
+    """Validate REPO (a local path or a git URL) without touching it."""
+    if _is_url(repo):
+        return repo
+    path = Path(repo).expanduser().resolve()
+    if not path.exists():
+        raise ConfigError(f"repository not found: {repo}")
+    probe = git(["rev-parse", "--git-dir"], cwd=path, check=False)
+    if probe.returncode != 0:
+        raise ConfigError(f"not a git repository: {repo}")
+    return str(path)
+
+
+def create_worktree(repo: str, ref: str | None, *, parent: Path | None = None) -> Worktree:
+    """Clone REPO into a fresh temp dir; the original repository is only read."""
+    source = resolve_source(repo)
+    root = Path(tempfile.mkdtemp(prefix="prime-ci-wt-", dir=parent))
+    git_dir = root / "git"
+    path = root / "work"
+    try:
+        git(
+            ["clone", "--quiet", "--no-checkout", "--no-hardlinks", f"--separate-git-dir={git_dir}",
+             "--", source, str(path)],
+        )  # fmt: skip
+        base = _resolve_ref(git_dir, ref or "HEAD")
+        git(["checkout", "--quiet", "--detach", base], git_dir=git_dir, work_tree=path, cwd=path)
+    except GitError as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        raise ConfigError(str(exc)) from exc
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return Worktree(path=path, git_dir=git_dir, base_commit=base, root=root, source=source)
+
+
+def _resolve_ref(git_dir: Path, ref: str) -> str:
+    for candidate in (ref, f"origin/{ref}"):
+        proc = git(["rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}"], git_dir=git_dir, check=False)
+        if proc.returncode == 0:
+            return proc.stdout.decode().strip()
+    raise ConfigError(f"ref not found in repository: {ref}")
+
+
+def read_file_at(git_dir: Path, ref: str, path: str) -> str:
+    """The text of PATH at REF, read from git objects (never from the worktree)."""
+    proc = git(["show", f"{ref}:{path}"], git_dir=git_dir, check=False)
+    if proc.returncode != 0:
+        raise ConfigError(f"{path}: not found at {ref}")
+    return proc.stdout.decode(errors="replace")
