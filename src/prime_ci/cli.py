@@ -26,8 +26,9 @@ def _say(text: str) -> None:
 def _finish(result: dict[str, Any], as_json: bool) -> int:
     code = int(result["exit_code"])
     color = "green" if code == 0 else "red"
-    _say(f"[bold {color}]{result['stop_reason']}[/] (exit {code}) · {result['usage']['turns']} turns · "
-         f"{result['usage']['total_tokens']} tokens · {result['wall_s']:.1f}s · artifacts: {result['out_dir']}")  # fmt: skip
+    usage = result["usage"]
+    _say(f"[bold {color}]{result['stop_reason']}[/] (exit {code}) · {usage['turns']} turns · "
+         f"{usage['total_tokens']} tokens · {result['wall_s']:.1f}s · artifacts: {result['out_dir']}")  # fmt: skip
     if as_json:
         click.echo(json.dumps(result, indent=2))
     return code
@@ -71,7 +72,7 @@ def cli() -> None:
 @click.option("--keep-worktree", is_flag=True, help="Keep the worktree.")
 @click.option("--json", "json_output", is_flag=True, help="Print result.json on stdout at the end.")
 @click.pass_context
-def run(ctx: click.Context, **params: Any) -> int:
+def run(ctx: click.Context, /, **params: Any) -> int:
     """Clone REPO into a disposable worktree and let the model work there."""
     from prime_ci import model
     from prime_ci.run import execute, prepare

@@ -385,8 +385,8 @@ def _reap(pending: dict[int, int], wait: float = 1.0) -> None:
             if info is None or info[2] != start:
                 del pending[pid]
             elif info[1] != me:
-                if info[0] == "Z":
-                    del pending[pid]  # someone else's zombie (init's, without a subreaper)
+                if info[0] == "Z" and info[1] not in pending:
+                    del pending[pid]  # init's zombie (no subreaper); a dying parent's comes to us next
             elif info[0] == "Z":
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(pid, os.WNOHANG)

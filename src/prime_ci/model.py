@@ -160,7 +160,7 @@ class LiteLLMModel:
                     ),
                     timeout=remaining,
                 )  # fmt: skip
-            except (TimeoutError, asyncio.TimeoutError):
+            except TimeoutError:
                 errors.append(f"attempt {attempt}: no complete answer within {remaining:.0f}s")
                 delay = self._backoff(attempt, None)
             except litellm.exceptions.OpenAIError as exc:  # litellm's base class for provider errors
@@ -178,7 +178,7 @@ class LiteLLMModel:
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
             return min(retry_after, self.policy.max_retry_after) + random.uniform(0, 0.25)
-        delay = min(self.policy.max_delay, self.policy.base_delay * 2 ** (attempt - 1))
+        delay: float = min(self.policy.max_delay, self.policy.base_delay * 2.0 ** (attempt - 1))
         return delay * random.uniform(0.75, 1.25)
 
     def _reply(self, litellm: ModuleType, response: Any, attempts: int, errors: list[str]) -> ModelReply:
@@ -221,7 +221,8 @@ def _cost(litellm: ModuleType, model: str, usage: Usage) -> float | None:
     out = info.get("output_cost_per_token")
     if inp is None or out is None:
         return None
-    return float(inp) * usage.prompt_tokens + float(out) * usage.completion_tokens
+    cost: float = float(inp) * usage.prompt_tokens + float(out) * usage.completion_tokens
+    return cost
 
 
 class ReplayModel:

@@ -124,7 +124,7 @@ class Run:
             loop.add_signal_handler(sig, self._on_signal, sig, task)
         try:
             self.stop = await asyncio.wait_for(self._work(env), timeout=max(0.1, self.budget.wall_left()))
-        except (TimeoutError, asyncio.TimeoutError):
+        except TimeoutError:
             self.stop = Stop("max_wall", f"wall clock limit {cfg.max_wall:.0f}s reached")
         except asyncio.CancelledError:
             if self.signal_code is None:

@@ -407,6 +407,11 @@ class ScriptedServer:
                 raise TimeoutError(f"got {len(self._requests)} requests, wanted {n} within {timeout}s")
             return list(self._requests)
 
+    def add(self, *steps: Step) -> None:
+        """Append steps to the main queue."""
+        with self._lock:
+            self._queue.extend(steps)
+
     def route(self, predicate: Predicate, steps: Sequence[Step]) -> None:
         with self._lock:
             self._routes.append((predicate, deque(steps)))

@@ -1,0 +1,5 @@
+from __future__ import annotations
+
+from prime_ci.cli import main
+
+main()

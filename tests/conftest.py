@@ -1,0 +1,101 @@
+"""Shared fixtures: real git repos, the installed CLI in a subprocess, the scripted provider on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from prime_ci.testing import ScriptedServer
+
+PRIME_CI = shutil.which("prime-ci", path=os.path.dirname(sys.executable)) or "prime-ci"
+
+BUGGY = {
+    "calc.py": "def add(a, b):\n    return a - b\n",
+    "test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+    ".gitignore": "__pycache__/\n.pytest_cache/\n.prime-ci/\n",
+}
+FIX = (
+    "from pathlib import Path\n"
+    "p = Path('calc.py')\n"
+    "p.write_text(p.read_text().replace('a - b', 'a + b'))\n"
+)
+
+
+def make_repo(root: Path, files: dict[str, str], *, message: str = "init") -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
+    if not (root / ".git").exists():
+        subprocess.run([*git, "init", "-q"], cwd=root, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-qm", message], cwd=root, check=True)
+    return root
+
+
+def repo_state(root: Path) -> tuple[str, str, str]:
+    """HEAD, status and the config of a repo: what "untouched" means."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout
+    status = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=root, capture_output=True,
+                            text=True).stdout  # fmt: skip
+    return head, status, (root / ".git" / "config").read_text()
+
+
+@dataclass
+class Outcome:
+    proc: subprocess.CompletedProcess[str]
+    out: Path
+
+    @property
+    def code(self) -> int:
+        return self.proc.returncode
+
+    @property
+    def result(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.out / "result.json").read_text())
+        return data
+
+    def session(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in (self.out / "session.jsonl").read_text().splitlines()]
+
+
+def run_cli(
+    args: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_CI_")}
+    full_env.update(env or {})
+    return subprocess.run([PRIME_CI, *args], cwd=cwd, env=full_env, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def buggy_repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo", BUGGY)
+
+
+def run_prime(
+    tmp_path: Path, repo: Path, server: ScriptedServer, *extra: str, task: str = "Fix the failing test.",
+    env: dict[str, str] | None = None, timeout: float = 180,
+) -> Outcome:
+    out = tmp_path / f"out-{len(list(tmp_path.glob('out-*')))}"
+    args = ["run", str(repo), "--task", task, "--model", "openai/scripted", "--api-base", server.url,
+            "--out", str(out), *extra]  # fmt: skip
+    proc = run_cli(args, cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test-canary", **(env or {})}, timeout=timeout)
+    return Outcome(proc, out)

@@ -1,0 +1,61 @@
+"""Issue 2 acceptance 1, 2: the core loop through the installed CLI and the scripted server."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from conftest import FIX, repo_state, run_prime
+from prime_ci.schemas import ResultModel, SessionEntry, SessionHeader
+from prime_ci.testing import ScriptedServer, ipython, reply
+
+
+def test_fixes_failing_test_and_writes_all_artifacts(
+    tmp_path: Path, buggy_repo: Path, server: ScriptedServer
+) -> None:
+    before = repo_state(buggy_repo)
+    server.add(ipython("print(open('calc.py').read())"), ipython(FIX), reply("Fixed add()."))
+    run = run_prime(tmp_path, buggy_repo, server, "--gate", "python -m pytest -q")
+    assert run.code == 0, run.proc.stderr
+    result = ResultModel.model_validate(run.result)
+    assert result.stop_reason == "completed" and result.success
+    assert result.changed_files == ["calc.py"]
+    assert [g.name for g in result.gates] == ["pytest"] and result.gates[0].passed
+    assert repo_state(buggy_repo) == before, "the original repository was modified"
+
+    lines = run.session()
+    SessionHeader.model_validate(lines[0])
+    for entry in lines[1:]:
+        SessionEntry.model_validate(entry)
+    assert lines[-1]["type"] == "custom" and lines[-1]["customType"] == "prime_ci.stop"
+    assert lines[-1]["data"]["exit_code"] == 0
+
+    assert "+    return a + b" in (run.out / "patch.diff").read_text()
+    suite = ET.parse(run.out / "junit.xml").getroot()
+    cases = suite.findall(".//testcase")
+    assert [c.get("name") for c in cases] == ["pytest"] and not cases[0].findall("failure")
+    assert "completed" in (run.out / "summary.md").read_text()
+    assert "passed" in (run.out / "gates" / "pytest.log").read_text()
+
+
+def test_only_tool_is_ipython_and_kernel_state_persists(
+    tmp_path: Path, buggy_repo: Path, server: ScriptedServer
+) -> None:
+    server.add(ipython("secret_number = 6 * 7"), ipython("print('value', secret_number)"), reply("ok"))
+    run = run_prime(tmp_path, buggy_repo, server)
+    assert run.code == 0, run.proc.stderr
+    bodies = [r.body for r in server.chat_requests]
+    assert len(bodies) == 3
+    for body in bodies:
+        assert [t["function"]["name"] for t in body["tools"]] == ["ipython"]
+    third = json.dumps(bodies[2]["messages"])
+    assert "value 42" in third
+
+
+def test_new_files_are_in_the_patch(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:
+    server.add(ipython("import os\nos.makedirs('notes')\nopen('notes/new.txt', 'w').write('hello\\n')"), reply("done"))
+    run = run_prime(tmp_path, buggy_repo, server)
+    assert run.code == 0, run.proc.stderr
+    assert run.result["changed_files"] == ["notes/new.txt"]
+    assert "+hello" in (run.out / "patch.diff").read_text()
