@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,40 @@ def schema(which: str) -> int:
     all_schemas = schemas()
     click.echo(json.dumps(all_schemas if which == "all" else all_schemas[which], indent=2))
     return 0
+
+
+@cli.command()
+@click.option("--gate", multiple=True, help="Shell command that must exit 0 (repeatable).")
+@click.option("--gates-file", multiple=True, type=click.Path(path_type=Path), help="TOML [[gate]] file.")
+@click.option("--junit", type=click.Path(path_type=Path), help="Write a JUnit report here.")
+@click.option("--logs", type=click.Path(path_type=Path), default=Path("prime-ci-out/gates"), show_default=True)
+@click.option("--json", "json_output", is_flag=True, help="Print the results as JSON.")
+def gates(
+    gate: tuple[str, ...], gates_file: tuple[Path, ...], junit: Path | None, logs: Path, json_output: bool
+) -> int:
+    """Run gates alone, in the current directory, with the same semantics as in a run."""
+    import asyncio
+
+    from prime_ci.gates import gates_from_commands, load_gate_files
+    from prime_ci.judge import standalone
+    from prime_ci.junit import github_annotations, write_gates_junit
+
+    specs = gates_from_commands(list(gate)) + load_gate_files(list(gates_file))
+    if not specs:
+        raise click.UsageError("no gates: give --gate or --gates-file")
+    results = asyncio.run(standalone(specs, Path.cwd(), logs.resolve()))
+    for r in results:
+        state = "pass" if r.passed else ("timeout" if r.timed_out else "FAIL")
+        _say(f"gate {r.name}: {state}{' (flaky)' if r.flaky else ''} exit {r.exit_code} in {r.duration_s:.1f}s "
+             f"-> {r.log_path}")  # fmt: skip
+    if junit is not None:
+        write_gates_junit(results, junit)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in github_annotations(results):
+            click.echo(line)
+    if json_output:
+        click.echo(json.dumps([r.to_dict() for r in results], indent=2, default=str))
+    return 0 if all(r.passed for r in results) else 1
 
 
 def main() -> None:

@@ -372,10 +372,10 @@ def _kill_tree(pgid: int, token: str, leader: int) -> None:
     for pid in seen:
         _signal(pid, signal.SIGKILL)
     seen.pop(leader, None)  # asyncio's child watcher reaps the leader
-    _reap(seen)
+    _reap(seen, leader)
 
 
-def _reap(pending: dict[int, int], wait: float = 1.0) -> None:
+def _reap(pending: dict[int, int], leader: int, wait: float = 1.0) -> None:
     """waitpid the killed processes that are (or become, as a subreaper) our zombie children."""
     me = os.getpid()
     deadline = time.monotonic() + wait
@@ -385,7 +385,7 @@ def _reap(pending: dict[int, int], wait: float = 1.0) -> None:
             if info is None or info[2] != start:
                 del pending[pid]
             elif info[1] != me:
-                if info[0] == "Z" and info[1] not in pending:
+                if info[0] == "Z" and info[1] not in pending and info[1] != leader:
                     del pending[pid]  # init's zombie (no subreaper); a dying parent's comes to us next
             elif info[0] == "Z":
                 with contextlib.suppress(ChildProcessError):

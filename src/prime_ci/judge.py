@@ -91,3 +91,11 @@ class Judge:
             item["failures"] = [f.__dict__ for f in r.failures]
             out.append(item)
         return out
+
+
+async def standalone(specs: list[GateSpec], cwd: Path, log_dir: Path) -> list[GateResult]:
+    """``prime-ci gates``: the same execution as in a run, in CWD, with the same scrubbed environment."""
+    from prime_ci.sandbox import scrubbed_env
+
+    home = log_dir / ".home"
+    return await run_gates(specs, cwd=cwd, env=scrubbed_env(home), log_dir=log_dir)

@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from prime_ci import report
+from prime_ci import protect, report
 from prime_ci.agent import Agent, Stop
 from prime_ci.bridge import Bridge, Refused
 from prime_ci.budget import Budget, Limits
@@ -218,7 +218,11 @@ class Run:
         except GitError as exc:
             patch, changed = "", []
             flags.append(f"diff unavailable: {exc}")
-        if self.stop.reason == "completed" and cfg.require_changes and not changed:
+        verdict = protect.check(wt, changed, cfg.gates_file, cfg.allow_protected)
+        flags += verdict.flags()
+        if verdict.protected and self.stop.reason != "interrupted":
+            self.stop = Stop("security_stop", "protected paths changed: " + ", ".join(verdict.protected[:10]))
+        elif self.stop.reason == "completed" and cfg.require_changes and not changed:
             self.stop = Stop("no_changes", "--require-changes and the diff is empty")
         exit_code = self.signal_code if self.stop.reason == "interrupted" else report.EXIT_CODES[self.stop.reason]
         assert exit_code is not None
