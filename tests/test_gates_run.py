@@ -97,7 +97,9 @@ def test_flaky_gate_is_reported_and_run_completes(tmp_path: Path, buggy_repo: Pa
     assert props.get("flaky") == "true"
 
 
-def test_stubborn_gates_killed_at_timeout_no_survivors(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:
+def test_stubborn_gates_killed_at_timeout_no_survivors(
+    tmp_path: Path, buggy_repo: Path, server: ScriptedServer
+) -> None:
     m1, m2 = f"{random.randint(10**5, 10**6)}.5", f"{random.randint(10**5, 10**6)}.7"
     gates = tmp_path / "gates.toml"
     gates.write_text(
@@ -128,7 +130,8 @@ def test_test_file_edits_are_flagged(tmp_path: Path, buggy_repo: Path, server: S
 
 
 def test_gates_from_base_ignores_head_edit(tmp_path: Path, server: ScriptedServer) -> None:
-    repo = make_repo(tmp_path / "repo", {**BUGGY, "ci/gates.toml": '[[gate]]\nname = "tests"\ncommand = "python -m pytest -q"\n'})
+    gate_file = '[[gate]]\nname = "tests"\ncommand = "python -m pytest -q"\n'
+    repo = make_repo(tmp_path / "repo", {**BUGGY, "ci/gates.toml": gate_file})
     base = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
     make_repo(repo, {"ci/gates.toml": '[[gate]]\nname = "tests"\ncommand = "true"\n'}, message="weaken gate")
     server.add(reply("done"), reply("done"))
