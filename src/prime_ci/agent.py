@@ -70,21 +70,26 @@ class Agent:
     conversation: Conversation = field(default_factory=Conversation)
     on_cell: Callable[[str, CellResult], Awaitable[None]] | None = None
     progress: Callable[[str], None] | None = None
+    inbox: Callable[[], list[tuple[str, str, dict[str, Any]]]] | None = None
     end_turn_requested: bool = False
-    root: bool = True
+    last_text: str = ""
     _malformed: int = 0
 
     async def run(self) -> Stop:
         while True:
-            if reason := self.budget.exhausted(root=self.root):
+            if reason := self.budget.exhausted():
                 return Stop(reason)
-            max_tokens = self.budget.completion_allowance(self.conversation.chars)
-            if max_tokens is None:
+            self.before_call()
+            reservation = self.budget.reserve(self.conversation.chars)
+            if reservation is None:
                 return Stop("max_tokens", "not enough token budget left for another call")
             self.log.commit()
-            reply = await self.model.complete(
-                self.conversation.messages, [TOOL], max_tokens=max_tokens, timeout=self.call_timeout()
-            )
+            try:
+                reply = await self.model.complete(
+                    self.conversation.messages, [TOOL], max_tokens=reservation[0], timeout=self.call_timeout()
+                )
+            finally:
+                self.budget.release(reservation[1])
             self._record_reply(reply)
             if reply.tool_calls:
                 if (stop := await self._run_tools(reply.tool_calls)) is not None:
@@ -95,7 +100,13 @@ class Agent:
             outcome = await self.turn_end()
             if isinstance(outcome, Stop):
                 return outcome
-            self.say("prime_ci.gate_feedback", outcome)
+            if outcome:
+                self.say("prime_ci.gate_feedback", outcome)
+
+    def before_call(self) -> None:
+        """Deliver queued messages (from children, parents, siblings) before the next model call."""
+        for custom_type, text, details in self.inbox() if self.inbox is not None else []:
+            self.say(custom_type, text, details)
 
     def call_timeout(self) -> float:
         return max(1.0, min(600.0, self.budget.wall_left()))
@@ -107,8 +118,10 @@ class Agent:
 
     def _record_reply(self, reply: ModelReply) -> None:
         self.budget.charge(
-            reply.usage.prompt_tokens, reply.usage.completion_tokens, reply.cost_usd, root=self.root
+            reply.usage.prompt_tokens, reply.usage.completion_tokens, reply.cost_usd, root=True
         )
+        if reply.text:
+            self.last_text = reply.text
         parts: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
         parts += [{"type": "toolCall", "id": c.id, "name": c.name, "arguments": _args_for_log(c)}
                   for c in reply.tool_calls]  # fmt: skip

@@ -72,3 +72,20 @@ class Bridge:
         except Exception as exc:  # noqa: BLE001 - a host bug must not hang the cell; the run ends with exit 70
             self.failures.append(exc)
             return {"ok": False, "error": f"internal error in prime-ci: {type(exc).__name__}: {exc}"}
+
+
+async def request(path: str, op: str, **args: Any) -> Any:
+    """Async client: one request to a bridge; returns the result or raises Refused with its error."""
+    reader, writer = await asyncio.open_unix_connection(path, limit=64 * 1024 * 1024)
+    try:
+        writer.write(json.dumps({"op": op, **args}).encode() + b"\n")
+        await writer.drain()
+        line = await reader.readline()
+    finally:
+        writer.close()
+    if not line:
+        raise ConnectionError(f"{op}: the host closed the connection without a reply")
+    reply = json.loads(line)
+    if not reply.get("ok"):
+        raise Refused(reply.get("error", "unknown error"))
+    return reply.get("result")

@@ -47,6 +47,7 @@ class Budget:
     cost_known: bool = True
     warned: set[tuple[str, float]] = field(default_factory=set)
     wall_offset: float = 0.0  # wall seconds already spent before a resume
+    reserved: int = 0  # tokens held by calls in flight (concurrent children)
 
     @property
     def total_tokens(self) -> int:
@@ -72,10 +73,22 @@ class Budget:
 
     def completion_allowance(self, prompt_chars: int) -> int | None:
         """``max_tokens`` for the next call, or None when the token budget cannot fit one."""
-        left = self.limits.max_tokens - self.total_tokens - estimate_tokens(prompt_chars)
+        left = self.limits.max_tokens - self.total_tokens - self.reserved - estimate_tokens(prompt_chars)
         if left < MIN_COMPLETION:
             return None
         return min(self.limits.max_completion, left)
+
+    def reserve(self, prompt_chars: int) -> tuple[int, int] | None:
+        """Hold the worst case of one call (estimate + max completion): (max_tokens, held) or None."""
+        allowance = self.completion_allowance(prompt_chars)
+        if allowance is None:
+            return None
+        held = estimate_tokens(prompt_chars) + allowance
+        self.reserved += held
+        return allowance, held
+
+    def release(self, held: int) -> None:
+        self.reserved -= held
 
     def charge(self, prompt_tokens: int, completion_tokens: int, cost: float | None, *, root: bool) -> None:
         self.model_calls += 1

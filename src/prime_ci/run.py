@@ -10,14 +10,14 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from prime_ci import protect, report
 from prime_ci.agent import Agent, Stop
-from prime_ci.bridge import Bridge, Refused
+from prime_ci.bridge import Bridge, Handler, Refused
 from prime_ci.budget import Budget, Limits
+from prime_ci.children import Family
 from prime_ci.config import RunConfig, build_config, file_settings
 from prime_ci.errors import ConfigError, KernelLost, ModelError, PersistenceError
 from prime_ci.gates import GateSpec, gates_from_commands, load_gate_files, load_gate_files_from_ref
@@ -25,6 +25,7 @@ from prime_ci.judge import Judge
 from prime_ci.junit import github_annotations, write_gates_junit
 from prime_ci.kernel import Kernel, KernelConfig
 from prime_ci.model import Model, make_model
+from prime_ci.prompt import base_prompt
 from prime_ci.sandbox import scrubbed_env
 from prime_ci.session import SessionLog, entry_id
 from prime_ci.worktree import GitError, Worktree, create_worktree
@@ -36,10 +37,6 @@ Say = Callable[[str], None]
 
 def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + entry_id()[:6]
-
-
-def base_prompt() -> str:
-    return resources.files("prime_ci").joinpath("prompts/system.md").read_text(encoding="utf-8")
 
 
 @dataclass
@@ -104,6 +101,7 @@ class Run:
     judge: Judge = field(init=False)
     kernel: Kernel | None = None
     bridge: Bridge = field(default_factory=Bridge)
+    family: Family | None = None
     signal_code: int | None = None
     stop: Stop = field(default_factory=lambda: Stop("internal_error", "the run did not start"))
     goal_done: str | None = None
@@ -157,13 +155,18 @@ class Run:
                                          "base_commit": wt.base_commit, "budgets": self.budget.limits_dict(),
                                          "gates": [g.model_dump() for g in self.prep.gates]})  # fmt: skip
         await self.bridge.start()
+        child_env = {k: v for k, v in env.items() if k != "PRIME_CI_BRIDGE"}
+        self.family = Family(self.log, self.prep.out, wt, self.budget, self.prep.model,
+                             lambda name: make_model(name, api_base=cfg.api_base), child_env, str(self.bridge.path),
+                             cfg.max_depth, cfg.max_children, cfg.max_turns, cfg.cell_timeout, self.say)  # fmt: skip
         self._register()
         started = time.monotonic()
         self.kernel = Kernel(KernelConfig(cwd=wt.path, env=env, run_dir=wt.root, preload=PRELOAD))
         await self.kernel.start()
         self.say(f"kernel ready in {time.monotonic() - started:.1f}s (pid {self.kernel.pid})")
         agent = Agent(self.prep.model, self.kernel, self.budget, self.log, self._turn_end, cfg.cell_timeout,
-                      progress=self.say)  # fmt: skip
+                      progress=self.say, inbox=lambda: self.family.drain(self.family.root) if self.family else [],
+                      )  # fmt: skip
         agent.conversation.add({"role": "system", "content": base_prompt()})
         agent.say("prime_ci.task", cfg.task_text())
         try:
@@ -177,6 +180,12 @@ class Run:
         return stop
 
     async def _turn_end(self) -> Stop | str:
+        family = self.family
+        if family is not None and (family.running() or family.root.inbox):
+            self.say("waiting for running children before the gates")
+            await family.wait_for_children(self.budget.wall_left())
+            if family.root.inbox or family.running():
+                return ""  # continue: the messages are delivered before the next model call
         outcome = await self.judge()
         for r in self.judge.last if isinstance(outcome, str) or outcome.reason != "completed" else []:
             self.say(f"gate {r.name}: {'pass' if r.passed else 'FAIL'} (exit {r.exit_code}, {r.duration_s:.1f}s)")
@@ -203,12 +212,20 @@ class Run:
             self.log.custom("prime_ci.goal", {"status": "complete", "summary": self.goal_done})
             return {"status": "complete", "note": "gates run when this turn ends; they decide success"}
 
-        for op, fn in (("gates.last", gates_last), ("gates.run", gates_run), ("goal.get", goal_get),
-                       ("goal.complete", goal_complete)):  # fmt: skip
+        assert self.family is not None
+        fam = self.family
+        handlers: dict[str, Handler] = {
+            "gates.last": gates_last, "gates.run": gates_run, "goal.get": goal_get, "goal.complete": goal_complete,
+            "rlm.spawn": fam.spawn, "rlm.list": fam.list_children, "agent_message.send": fam.send,
+            "child.model": fam.model_call, "child.inbox": fam.inbox, "child.event": fam.event,
+        }  # fmt: skip
+        for op, fn in handlers.items():
             self.bridge.register(op, fn)
 
     async def _finish(self) -> dict[str, Any]:
         cfg, wt, out = self.prep.cfg, self.prep.worktree, self.prep.out
+        if self.family is not None:
+            await self.family.stop_all()
         if self.kernel is not None:
             await self.kernel.shutdown()
         await self.bridge.close()
@@ -259,7 +276,7 @@ class Run:
             "usage": self.budget.usage(),
             "budgets": self.budget.limits_dict(),
             "gates": [r.to_dict() for r in self.judge.last],
-            "children": [],
+            "children": self.family.summary() if self.family else [],
             "changed_files": changed,
             "flags": flags,
             "sandbox": "off",

@@ -98,6 +98,45 @@ class Goal:
         return "<goal: await .get(), await .complete(summary=None)>"
 
 
+class Rlm:
+    """``await rlm(task, name=None, model=None, worktree="shared")`` spawns a sub-agent in its own process.
+
+    Returns at admission a handle dict (``rlm_child_id``, ``name``, ``session_dir``, ``model``), never the
+    answer: the child replies with ``agent_message.send(..., receiver_role="parent")``, which reaches you as
+    a message. ``worktree="isolated"`` gives the child its own git worktree on branch ``rlm/<name>``.
+    """
+
+    async def __call__(
+        self, task: str, name: str | None = None, model: str | None = None, worktree: str = "shared"
+    ) -> dict[str, Any]:
+        if not isinstance(task, str) or not task.strip():
+            raise ValueError("rlm(): task must be a non-empty string")
+        if worktree not in ("shared", "isolated"):
+            raise ValueError('rlm(): worktree must be "shared" or "isolated"')
+        result: dict[str, Any] = await acall("rlm.spawn", task=task, name=name, model=model, worktree=worktree)
+        return result
+
+    async def list_subagents(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = await acall("rlm.list")
+        return result
+
+    def __repr__(self) -> str:
+        return "<rlm: await rlm(task, name=None, model=None, worktree='shared'), await rlm.list_subagents()>"
+
+
+class AgentMessage:
+    """``await agent_message.send(text, receiver_role="parent"|"child"|"sibling", receiver_name=None)``."""
+
+    async def send(self, text: str, receiver_role: str = "parent", receiver_name: str | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = await acall(
+            "agent_message.send", text=text, receiver_role=receiver_role, receiver_name=receiver_name
+        )
+        return result
+
+    def __repr__(self) -> str:
+        return "<agent_message: await .send(text, receiver_role='parent', receiver_name=None)>"
+
+
 def install(namespace: dict[str, Any]) -> None:
     """Define the API names in the kernel's user namespace."""
-    namespace.update(gates=Gates(), goal=Goal())
+    namespace.update(gates=Gates(), goal=Goal(), rlm=Rlm(), agent_message=AgentMessage())
