@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from conftest import BUGGY, make_repo, repo_state, run_cli, run_prime
 from prime_ci.testing import ScriptedServer, reply, tool_call
 

@@ -6,6 +6,7 @@ import asyncio
 import ctypes
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -84,8 +85,8 @@ def _assert_clean(marker: str) -> None:
     assert _zombie_children() == []
 
 
-def run(spec: GateSpec, cwd: Path, env: dict[str, str], log_dir: Path, **kw: float) -> GateResult:
-    return asyncio.run(run_gate(spec, cwd=cwd, env=env, log_dir=log_dir, **kw))
+def run(spec: GateSpec, cwd: Path, env: dict[str, str], log_dir: Path, kill_grace: float = 2.0) -> GateResult:
+    return asyncio.run(run_gate(spec, cwd=cwd, env=env, log_dir=log_dir, kill_grace=kill_grace))
 
 
 # --- loading ---------------------------------------------------------------------------------------------
@@ -95,7 +96,7 @@ def test_load_valid_file(tmp_path: Path) -> None:
     f = tmp_path / "gates.toml"
     f.write_text(
         '[[gate]]\nname = "tests"\ncommand = "pytest -q"\ntimeout = "5m"\njunit = ".prime-ci/j.xml"\n'
-        "reruns = 1\nenv = { CI = \"1\" }\n\n"
+        'reruns = 1\nenv = { CI = "1" }\n\n'
         '[[gate]]\nname = "lint"\ncommand = "ruff check ."\ntimeout = 30\n\n'
         '[[gate]]\nname = "types"\ncommand = "mypy"\n'
     )
@@ -137,7 +138,7 @@ def test_load_errors_name_file_and_field(tmp_path: Path, content: str, expected:
 
 
 def test_load_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="nope.toml: gate file not found"):
+    with pytest.raises(ConfigError, match=r"nope\.toml: gate file not found"):
         load_gate_files([tmp_path / "nope.toml"])
 
 
@@ -170,7 +171,7 @@ def test_load_from_ref_ignores_worktree_edit(tmp_path: Path) -> None:
     specs = load_gate_files_from_ref(repo / ".git", "HEAD", ["ci/gates.toml"])
     assert [(s.name, s.command) for s in specs] == [("tests", "pytest")]
     assert load_gate_files([repo / "ci/gates.toml"])[0].command == "true"
-    with pytest.raises(ConfigError, match="missing.toml: not found at HEAD"):
+    with pytest.raises(ConfigError, match=r"missing\.toml: not found at HEAD"):
         load_gate_files_from_ref(repo / ".git", "HEAD", ["missing.toml"])
     (repo / "bad.toml").write_text("[[gate]]\n")
     git(["add", "bad.toml"], cwd=repo)
@@ -191,7 +192,7 @@ def test_gates_from_commands_names() -> None:
 
 def test_presets_load() -> None:
     presets = sorted((REPO / "gates").glob("*.toml"))
-    assert {p.stem for p in presets} >= {"python", "ruff", "mypy", "node", "benchmark"}
+    assert {p.stem for p in presets} >= {"python", "ruff-check", "mypy", "node", "benchmark"}
     specs = load_gate_files(presets)
     python = next(s for s in specs if s.junit)
     assert python.junit and python.junit in python.command and python.junit.startswith(".prime-ci/")
@@ -287,7 +288,9 @@ def test_cancellation_kills_group_and_escapees(tmp_path: Path, env: dict[str, st
 
 def test_reruns_mark_a_flip_as_flaky(tmp_path: Path, env: dict[str, str]) -> None:
     counter = tmp_path / "count"
-    command = f'n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}; echo "attempt $n"; [ $n -ge 2 ]'
+    command = (
+        f'n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}; echo "attempt $n"; [ $n -ge 2 ]'
+    )
     logs = tmp_path / "logs"
     result = run(GateSpec(name="flip", command=command, reruns=2), tmp_path, env, logs)
     assert result.passed and result.flaky and result.attempts == 2 and result.exit_code == 0
@@ -297,6 +300,29 @@ def test_reruns_mark_a_flip_as_flaky(tmp_path: Path, env: dict[str, str]) -> Non
     always = run(GateSpec(name="flip", command="echo no; exit 1", reruns=1), tmp_path, env, logs)
     assert not always.passed and not always.flaky and always.attempts == 2
     assert sorted(p.name for p in logs.iterdir()) == ["flip.attempt-1.log", "flip.log"]
+
+
+def test_log_is_written_while_the_gate_runs(tmp_path: Path, env: dict[str, str]) -> None:
+    spec = GateSpec(name="stream", command="echo first; sleep 1; echo second")
+    log = tmp_path / "logs" / "stream.log"
+
+    async def main() -> tuple[str, GateResult]:
+        task = asyncio.create_task(run_gate(spec, cwd=tmp_path, env=env, log_dir=tmp_path / "logs"))
+        deadline = time.monotonic() + 5
+        while not (log.exists() and log.read_text()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        early = log.read_text()
+        return early, await task
+
+    early, result = asyncio.run(main())
+    assert early == "first\n" and result.passed and log.read_text() == "first\nsecond\n"
+
+
+def test_launcher_prefix(tmp_path: Path, env: dict[str, str]) -> None:
+    spec = GateSpec(name="wrapped", command='echo "$WRAPPED"')
+    launcher = ["env", "WRAPPED=yes"]
+    result = asyncio.run(run_gate(spec, cwd=tmp_path, env=env, log_dir=tmp_path / "logs", launcher=launcher))
+    assert result.passed and result.output == "yes\n"
 
 
 def test_run_gates_in_order_and_only(tmp_path: Path, env: dict[str, str]) -> None:
@@ -395,7 +421,7 @@ def test_write_gates_junit_reads_back(tmp_path: Path, env: dict[str, str]) -> No
     spec = GateSpec(name="tests", command=_pytest_cmd(".prime-ci/j.xml"), junit=".prime-ci/j.xml")
     tests = run(spec, project, env, tmp_path / "logs")
     flaky = _result("lint", True, attempts=2, flaky=True)
-    dirty = _result("dirty", False, output="bad\x00char\x1b[31m red \x07" + "x" * 50_000, exit_code=2)
+    dirty = _result("dirty", False, output="bad\x00char\x1b[31m red \x07" + "é€" * 50_000, exit_code=2)
     out = tmp_path / "out" / "junit.xml"
     write_gates_junit([tests, flaky, dirty], out)
     raw = out.read_text()
@@ -410,7 +436,8 @@ def test_write_gates_junit_reads_back(tmp_path: Path, env: dict[str, str]) -> No
     assert failure.text is not None and failure.text.index("test_alpha") < failure.text.index("output:")
     [dirty_failure] = cases["dirty"].result
     assert dirty_failure.text is not None and len(dirty_failure.text.encode()) <= 8192
-    props = {p.name: p.value for p in cases["lint"].child(junitparser.Properties)}
+    properties = cases["lint"].child(junitparser.Properties)  # type: ignore[no-untyped-call]
+    props = {p.name: p.value for p in properties}
     assert props["flaky"] == "true" and props["attempts"] == "2"
     assert list(out.parent.iterdir()) == [out]
 
@@ -453,6 +480,8 @@ def test_feedback_names_every_failing_gate_and_failing_tests(tmp_path: Path, env
                    "LINT-HEAD", "LINT-TAIL", "elided"):  # fmt: skip
         assert needle in message, needle
     assert "## gate fine" not in message
+    elided = [int(n) for n in re.findall(r"\[\.\.\. (\d+) bytes elided", message)]
+    assert len(elided) == 2 and min(elided) > 4_900_000, elided
     small = feedback_message(results, limit=1500, log_hint="out/gates/")
     assert len(small) <= 1500 and "test_alpha" in small and "out/gates/lint.log" in small
     assert len(feedback_message(results * 10, limit=800)) <= 800

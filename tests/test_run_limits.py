@@ -5,6 +5,7 @@ Everything goes through the installed CLI against the scripted provider on loopb
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import time
@@ -111,37 +112,45 @@ def test_max_turns_stops_after_exactly_that_many_model_calls(tmp_path: Path, bug
         assert (run.out / name).is_file(), name
 
 
-def _token_budget_run(tmp_path: Path, repo: Path, srv: ScriptedServer, budget: int) -> Outcome:
-    run = run_prime(tmp_path, repo, srv, "--max-tokens", str(budget))
+TOKEN_BUDGET = 4000
+# A tool call whose arguments are far longer than any completion allowance: the scripted server caps its
+# completion_tokens at the request's max_tokens, so this call spends everything prime-ci allowed it.
+GREEDY = ipython("print('greedy')\n# " + "z" * 40_000)
+
+
+def _token_budget_run(tmp_path: Path, repo: Path, srv: ScriptedServer) -> Outcome:
+    srv.add(ipython("print('y' * 600)"))  # then GREEDY (the default) until the budget runs out
+    run = run_prime(tmp_path, repo, srv, "--max-tokens", str(TOKEN_BUDGET))
     assert_stopped(run, 3, "max_tokens")
     usage = run.result["usage"]
     requests = srv.chat_requests
     assert len(requests) >= 2, "the budget should allow a few calls before it runs out"
     assert usage["model_calls"] == len(requests)
-    assert run.result["budgets"]["max_tokens"] == budget
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert run.result["budgets"]["max_tokens"] == TOKEN_BUDGET
+    for r in requests:  # every call was clamped to what the budget had left
+        limit = r.body.get("max_completion_tokens") or r.body.get("max_tokens")
+        assert isinstance(limit, int) and 0 < limit < TOKEN_BUDGET, r.body.keys()
     return run
 
 
 def test_max_tokens_is_never_exceeded_when_the_estimate_holds(tmp_path: Path, buggy_repo: Path) -> None:
-    budget = 3000
-    with ScriptedServer(default=ipython("print('y' * 600)")) as srv:
-        run = _token_budget_run(tmp_path, buggy_repo, srv, budget)
+    with ScriptedServer(default=GREEDY) as srv:
+        run = _token_budget_run(tmp_path, buggy_repo, srv)
     usage = run.result["usage"]
-    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
-    assert 0 < usage["total_tokens"] <= budget, usage
+    assert 0 < usage["total_tokens"] <= TOKEN_BUDGET, usage
 
 
 def test_max_tokens_overshoot_is_bounded_when_the_provider_counts_more(tmp_path: Path, buggy_repo: Path) -> None:
-    budget = 3000
-    with ScriptedServer(default=ipython("print('y' * 600)"), usage_scale=1.5) as srv:
-        run = _token_budget_run(tmp_path, buggy_repo, srv, budget)
+    with ScriptedServer(default=GREEDY, usage_scale=1.5) as srv:
+        run = _token_budget_run(tmp_path, buggy_repo, srv)
         last = srv.chat_requests[-1].body
     usage = run.result["usage"]
     # Documented bound: budget + (last call's actual prompt tokens - prime-ci's ceil(chars/3) estimate).
-    actual_last = round(math.ceil(len(json.dumps(last["messages"]) + json.dumps(last["tools"])) / 4) * 1.5)
-    estimate_last = math.ceil(len(json.dumps(last["messages"]) + json.dumps(last["tools"])) / 3)
-    documented = budget + max(0, actual_last - estimate_last) + 64  # slack for serialization differences
-    assert usage["total_tokens"] <= min(documented, budget * 1.5), (usage, actual_last, estimate_last)
+    chars = len(json.dumps(last["messages"]) + json.dumps(last["tools"]))
+    actual_last, estimate_last = round(math.ceil(chars / 4) * 1.5), math.ceil(chars / 3)
+    documented = TOKEN_BUDGET + max(0, actual_last - estimate_last) + 64  # slack: serialization differences
+    assert usage["total_tokens"] <= min(documented, TOKEN_BUDGET * 1.5), (usage, actual_last, estimate_last)
 
 
 def test_max_wall_interrupts_a_sleeping_cell(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:
@@ -199,13 +208,15 @@ def test_key_echoed_by_the_provider_does_not_leak(tmp_path: Path, buggy_repo: Pa
     _assert_no_canary(run)
 
 
-def test_429_with_retry_after_is_retried_then_succeeds(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:
+def test_429_with_retry_after_is_retried_then_succeeds(
+    tmp_path: Path, buggy_repo: Path, server: ScriptedServer
+) -> None:
     server.add(error(429, "slow down", retry_after=1, times=2), reply("All good, nothing to do."))
     run = run_prime(tmp_path, buggy_repo, server)
     assert_stopped(run, 0, "completed")
     requests = server.chat_requests
     assert [r.step_kind for r in requests] == ["error", "error", "reply"]
-    for before, after in zip(requests, requests[1:], strict=False):
+    for before, after in itertools.pairwise(requests):
         assert after.t - before.t >= 0.9, "Retry-After: 1 was not honoured"
     usage = run.result["usage"]
     assert usage["model_calls"] == 1 and usage["turns"] == 1

@@ -24,6 +24,15 @@ def _say(text: str) -> None:
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"[dim]prime-ci:[/dim] {text}", markup=True)
 
 
+def _host_setup() -> None:
+    """Secrets to mask in every artifact; adopt orphans (setsid escapees) so they can be reaped."""
+    from prime_ci import redact
+    from prime_ci.gates import enable_subreaper
+
+    redact.register_environment()
+    enable_subreaper()
+
+
 def _finish(result: dict[str, Any], as_json: bool) -> int:
     code = int(result["exit_code"])
     color = "green" if code == 0 else "red"
@@ -84,6 +93,7 @@ def run(ctx: click.Context, /, **params: Any) -> int:
         if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
         or name == "repo"
     }
+    _host_setup()
     if not str(flags.get("model", "")).startswith("replay:"):
         model.start_import()  # overlaps litellm's slow import with the clone and kernel start
     prep = prepare(flags)
@@ -99,6 +109,7 @@ def demo(out: Path | None, json_output: bool) -> int:
     from prime_ci.demo import demo_flags
     from prime_ci.run import execute, prepare
 
+    _host_setup()
     flags, cleanup = demo_flags(out)
     try:
         prep = prepare(flags)

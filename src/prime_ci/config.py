@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from prime_ci.durations import parse_duration
 from prime_ci.errors import ConfigError
@@ -48,8 +48,8 @@ class RunConfig(BaseModel):
 
     @field_validator("max_wall", "cell_timeout", mode="before")
     @classmethod
-    def _duration(cls, value: Any) -> float:
-        return parse_duration(value)
+    def _duration(cls, value: Any, info: ValidationInfo) -> float:
+        return parse_duration(value, what=f"--{str(info.field_name).replace('_', '-')}")
 
     def task_text(self) -> str:
         if self.task is not None:

@@ -20,6 +20,7 @@ import stat
 import sys
 import time
 import tomllib
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -36,7 +37,7 @@ from prime_ci.junit import (
     status_text,
     strip_ansi,
 )
-from prime_ci.worktree import Worktree
+from prime_ci.worktree import Worktree, read_file_at
 
 MARKER_VAR = "PRIME_CI_GATE_TOKEN"
 DEFAULT_TIMEOUT = 600.0
@@ -50,7 +51,6 @@ DEFAULT_EXCLUDES = (
 
 _NAME = r"^[A-Za-z0-9._-]+$"
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SUBREAPER = False
 
 
 class GateSpec(BaseModel):
@@ -159,8 +159,6 @@ def load_gate_files(paths: list[Path]) -> list[GateSpec]:
 
 def load_gate_files_from_ref(git_dir: Path, ref: str, paths: list[str]) -> list[GateSpec]:
     """Gates from TOML files as committed at ``ref`` (e.g. the PR base): worktree edits cannot change them."""
-    from prime_ci.worktree import read_file_at
-
     seen: dict[str, str] = {}
     specs: list[GateSpec] = []
     for path in paths:
@@ -206,13 +204,9 @@ def gates_from_commands(commands: list[str]) -> list[GateSpec]:
         if not command.strip():
             raise ConfigError(f"--gate #{position}: empty command")
         slug = re.sub(r"[^A-Za-z0-9._-]+", "-", _command_word(command)).strip("-.")[:60]
-        name = slug or f"gate-{position}"
-        if name in used:
-            name = f"{slug}-{position}" if slug else f"gate-{position}"
-        suffix = position
+        name, suffix = slug or f"gate-{position}", position
         while name in used:
-            suffix += 1
-            name = f"{slug or 'gate'}-{suffix}"
+            name, suffix = f"{slug or 'gate'}-{suffix}", suffix + 1
         used.add(name)
         specs.append(GateSpec(name=name, command=command))
     return specs
@@ -258,12 +252,10 @@ def enable_subreaper() -> bool:
     Call once in the host before running gates: processes that escape a gate's group then re-parent here
     instead of to init, so they can be found and reaped. Returns False where unsupported.
     """
-    global _SUBREAPER
     if not sys.platform.startswith("linux"):
         return False
     libc = ctypes.CDLL(None, use_errno=True)
-    _SUBREAPER = int(libc.prctl(36, 1, 0, 0, 0)) == 0  # 36 = PR_SET_CHILD_SUBREAPER
-    return _SUBREAPER
+    return int(libc.prctl(36, 1, 0, 0, 0)) == 0  # 36 = PR_SET_CHILD_SUBREAPER
 
 
 class _HeadTail:
@@ -423,7 +415,7 @@ def _read_junit(spec: GateSpec, cwd: Path, before: tuple[int, int, int] | None) 
 
 
 async def _attempt(
-    spec: GateSpec, cwd: Path, env: dict[str, str], log_path: Path, kill_grace: float
+    spec: GateSpec, cwd: Path, env: dict[str, str], log_path: Path, kill_grace: float, launcher: Sequence[str]
 ) -> tuple[int | None, bool, str, int, list[JUnitFailure]]:
     token = secrets.token_hex(16)
     full_env = {**env, **spec.env, MARKER_VAR: token}
@@ -440,7 +432,7 @@ async def _attempt(
             raise
         try:
             proc = await asyncio.create_subprocess_exec(
-                "bash", "-c", spec.command, cwd=cwd, env=full_env, stdin=asyncio.subprocess.DEVNULL,
+                *launcher, "bash", "-c", spec.command, cwd=cwd, env=full_env, stdin=asyncio.subprocess.DEVNULL,
                 stdout=write_fd, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
         except BaseException:
@@ -487,9 +479,18 @@ def _group_alive(pgid: int) -> bool:
 
 
 async def run_gate(
-    spec: GateSpec, *, cwd: Path, env: dict[str, str], log_dir: Path, kill_grace: float = 2.0
+    spec: GateSpec,
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    log_dir: Path,
+    kill_grace: float = 2.0,
+    launcher: Sequence[str] = (),
 ) -> GateResult:
-    """Run one gate (with its reruns) in ``cwd``; the full output of the last attempt is ``<name>.log``."""
+    """Run one gate (with its reruns) in ``cwd``; the full output of the last attempt is ``<name>.log``.
+
+    ``launcher``: an argv prefix for ``bash -c COMMAND`` (a sandbox command line ending in ``--``).
+    """
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{spec.name}.log"
     for stale in log_dir.glob(f"{spec.name}.attempt-*.log"):
@@ -498,7 +499,7 @@ async def run_gate(
     attempts = 0
     while True:
         attempts += 1
-        exit_code, timed_out, output, size, failures = await _attempt(spec, cwd, env, log_path, kill_grace)
+        exit_code, timed_out, output, size, failures = await _attempt(spec, cwd, env, log_path, kill_grace, launcher)
         passed = exit_code == 0
         if passed or attempts > spec.reruns:
             break
@@ -521,7 +522,13 @@ async def run_gate(
 
 
 async def run_gates(
-    specs: list[GateSpec], *, cwd: Path, env: dict[str, str], log_dir: Path, only: str | None = None
+    specs: list[GateSpec],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    log_dir: Path,
+    only: str | None = None,
+    launcher: Sequence[str] = (),
 ) -> list[GateResult]:
     """Run the gates one after another, in order (``only``: just the gate of that name)."""
     if only is not None:
@@ -530,13 +537,11 @@ async def run_gates(
             known = ", ".join(s.name for s in specs) or "none"
             raise ConfigError(f"unknown gate {only!r} (gates: {known})")
         specs = selected
-    return [await run_gate(spec, cwd=cwd, env=env, log_dir=log_dir) for spec in specs]
+    return [await run_gate(spec, cwd=cwd, env=env, log_dir=log_dir, launcher=launcher) for spec in specs]
 
 
 def _gate_section(result: GateResult, budget: int, log_hint: str) -> str:
-    footer = (
-        f"Full log: {log_hint}{result.name}.log (the full text is available as `gates.last` in the kernel)\n"
-    )
+    footer = f"Full log: {log_hint}{result.name}.log (the full text is available as `gates.last` in the kernel)\n"
     top = f"\n## gate {result.name}: {status_text(result)}\n$ {clip_middle(result.command, 300)}\n"
     room = budget - len(top) - len(footer)
     lines = failure_lines(result)
@@ -552,7 +557,8 @@ def _gate_section(result: GateResult, budget: int, log_hint: str) -> str:
                 body += f"\n{f.test}:\n{clip_middle(strip_ansi(f.text).strip(), per)}\n"
     else:
         label = "output (head+tail):\n"
-        body += label + clip_middle(strip_ansi(result.output), max(room - len(body) - len(label), 0))
+        room = max(room - len(body) - len(label), 0)
+        body += label + clip_middle(strip_ansi(result.output), room, "bytes", result.output_bytes)
         body = body if body.endswith("\n") else body + "\n"
     section = top + body
     if len(section) + len(footer) > budget:
@@ -605,9 +611,7 @@ def workspace_fingerprint(wt: Worktree, exclude: list[str]) -> str:
              (*DEFAULT_EXCLUDES, *wt.excludes, *exclude))]  # fmt: skip
     digest = hashlib.sha256()
     head = wt.git(["rev-parse", "--verify", "--quiet", "HEAD"], check=False).stdout
-    status = wt.git(
-        ["status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", *specs]
-    ).stdout
+    status = wt.git(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", *specs]).stdout
     diff = wt.git(["diff", "--binary", "--no-ext-diff", "--no-textconv", "HEAD", *specs]).stdout
     for label, blob in ((b"head", head), (b"status", status), (b"diff", diff)):
         digest.update(b"%s\0%d\0" % (label, len(blob)) + blob)

@@ -42,19 +42,24 @@ class JUnitFailure:
     line: int | None = None
 
 
-def clip_middle(text: str, limit: int, unit: str = "chars") -> str:
-    """Keep head and tail of ``text`` within ``limit`` chars, with a marker naming what was cut."""
+def clip_middle(text: str, limit: int, unit: str = "chars", total: int | None = None) -> str:
+    """Keep head and tail of ``text`` within ``limit`` chars, with a marker naming what was cut.
+
+    ``total``: the size of the original when ``text`` is itself already clipped (a gate's output), so
+    the marker names everything that is missing.
+    """
     if len(text) <= limit:
         return text
     if limit <= 0:
         return ""
-    longest = f"\n[... {len(text)} {unit} elided ...]\n"
+    size = max(len(text), total or 0)
+    longest = f"\n[... {size} {unit} elided ...]\n"
     keep = limit - len(longest)
     if keep <= 0:
         return text[:limit]
     head = keep // 2
     tail = keep - head
-    return text[:head] + f"\n[... {len(text) - keep} {unit} elided ...]\n" + (text[-tail:] if tail else "")
+    return text[:head] + f"\n[... {size - keep} {unit} elided ...]\n" + (text[-tail:] if tail else "")
 
 
 def strip_ansi(text: str) -> str:
@@ -167,19 +172,23 @@ def _failure_output(result: GateResult) -> str:
     listing = "failing tests:\n" + "".join(f"- {line}\n" for line in lines) + "\n" if lines else ""
     listing = clip_middle(listing, JUNIT_OUTPUT_LIMIT // 2)
     room = JUNIT_OUTPUT_LIMIT - len(listing) - 20
-    return listing + "output:\n" + clip_middle(strip_ansi(result.output), room)
+    output = strip_ansi(result.output)
+    while True:  # the limit is in bytes: shrink until multi-byte text fits too
+        text = listing + "output:\n" + clip_middle(output, room, "bytes", result.output_bytes)
+        excess = len(text.encode()) - JUNIT_OUTPUT_LIMIT
+        if excess <= 0 or room <= 0:
+            return text.encode()[:JUNIT_OUTPUT_LIMIT].decode(errors="ignore")
+        room -= max(excess, 16)
 
 
 def write_gates_junit(results: Sequence[GateResult], path: Path, *, suite: str = "prime-ci gates") -> None:
     """One testcase per gate; failures carry bounded output; flaky gates get a ``flaky`` property."""
     cases = []
     for r in results:
-        case = junit_xml.TestCase(
-            xml_safe(r.name), classname="prime-ci.gates", elapsed_sec=round(r.duration_s, 3)
-        )
+        case = junit_xml.TestCase(xml_safe(r.name), classname="prime-ci.gates", elapsed_sec=round(r.duration_s, 3))
         if not r.passed:
             case.add_failure_info(
-                message=xml_safe(f"{r.command}: {status_text(r)}"),
+                message=xml_safe(f"{clip_middle(r.command, 200)}: {status_text(r)}"),
                 output=xml_safe(_failure_output(r)),
                 failure_type="timeout" if r.timed_out else "gate-failed",
             )
@@ -207,6 +216,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), 0o644)
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
@@ -240,6 +250,6 @@ def github_annotations(results: Sequence[GateResult], *, per_gate: int = 10) -> 
             continue
         lines = failure_lines(r, max_lines=20)
         detail = "\n".join(lines) if lines else "\n".join(strip_ansi(r.output).rstrip().splitlines()[-20:])
-        message = clip_middle(f"{r.command}: {status_text(r)}\n{detail}".rstrip(), 2000)
+        message = clip_middle(f"{clip_middle(r.command, 200)}: {status_text(r)}\n{detail}".rstrip(), 2000)
         out.append(f"::error title={title}::{_escape_data(message)}")
     return out

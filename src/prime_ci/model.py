@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from prime_ci.errors import ConfigError, ModelError
+from prime_ci.redact import redact
 
 RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 
@@ -163,7 +164,7 @@ class LiteLLMModel:
             except TimeoutError:
                 errors.append(f"attempt {attempt}: no complete answer within {remaining:.0f}s")
                 delay = self._backoff(attempt, None)
-            except litellm.exceptions.OpenAIError as exc:  # litellm's base class for provider errors
+            except litellm.exceptions.openai.OpenAIError as exc:  # base of every error litellm maps
                 status = _status(exc)
                 errors.append(f"attempt {attempt}: {type(exc).__name__} {status or ''}".strip())
                 if status is not None and status not in RETRYABLE:
@@ -207,7 +208,8 @@ class LiteLLMModel:
 
 def _describe(exc: BaseException, status: int) -> str:
     kind = {401: "authentication failed", 403: "permission denied", 404: "model or endpoint not found"}
-    message = str(getattr(exc, "message", "") or exc).splitlines()[0][:300]
+    lines = str(getattr(exc, "message", "") or exc).splitlines() or [""]
+    message = redact(lines[0][:300])
     return f"provider refused the request ({status}, {kind.get(status, 'bad request')}): {message}"
 
 

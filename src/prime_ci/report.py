@@ -9,6 +9,7 @@ from typing import Any
 
 from prime_ci.durations import format_duration
 from prime_ci.errors import PersistenceError
+from prime_ci.redact import redact
 
 RESULT_VERSION = 1
 EXIT_CODES = {
@@ -20,7 +21,7 @@ EXIT_CODES = {
 
 def write_atomic(path: Path, data: str | bytes) -> None:
     """temp file in the same directory -> fsync -> rename -> fsync the directory; errors are fatal."""
-    raw = data.encode() if isinstance(data, str) else data
+    raw = redact(data).encode() if isinstance(data, str) else data
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

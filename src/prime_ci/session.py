@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from prime_ci.errors import LogCorruptError, PersistenceError
+from prime_ci.redact import redact
 
 VERSION = 3
 
@@ -100,7 +101,7 @@ class SessionLog:
         return self.append("custom_message", **fields)
 
     def _write(self, entry: dict[str, Any]) -> None:
-        data = (json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        data = (redact(json.dumps(entry, ensure_ascii=False, separators=(",", ":"))) + "\n").encode()
         try:
             written = os.write(self._fd, data)
         except OSError as exc:
