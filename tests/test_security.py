@@ -130,8 +130,9 @@ def test_exfiltration_attempts_leave_no_canary(
     define = f"VALUES = {values!r}"
     code = CHANNELS[channel]
     if channel == "child-message":
-        server.route(contains("relay these"), [ipython(define + "\nfor v in VALUES:\n    print(v)"), ipython(
-            define + "\nprint(await agent_message.send(' '.join(VALUES), receiver_role='parent'))"), reply(" ".join(values))])  # fmt: skip
+        relay = ipython(define + "\nprint(await agent_message.send(' '.join(VALUES), receiver_role='parent'))")
+        server.route(contains("relay these"), [ipython(define + "\nfor v in VALUES:\n    print(v)"), relay,
+                                               reply(" ".join(values))])  # fmt: skip
     steps = [ipython(define + "\n" + code)] if code else []
     server.add(*steps, reply("wait" if channel == "child-message" else "here: " + " ".join(values)), reply("done"))
     gate = "cat leak.txt 2>/dev/null; true"

@@ -29,6 +29,7 @@ from prime_ci.model import Model, make_model
 from prime_ci.prompt import base_prompt
 from prime_ci.sandbox import Sandbox, scrubbed_env
 from prime_ci.session import SessionLog, entry_id
+from prime_ci.untrusted import fence
 from prime_ci.worktree import GitError, Worktree, create_worktree
 
 PRELOAD = "import prime_ci.kernel_api as _pci\n_pci.install(get_ipython().user_ns)\ndel _pci\n"
@@ -183,6 +184,9 @@ class Run:
                       )  # fmt: skip
         agent.conversation.add({"role": "system", "content": base_prompt()})
         agent.say("prime_ci.task", cfg.task_text())
+        if cfg.untrusted_file is not None:
+            text = cfg.untrusted_file.read_text(encoding="utf-8", errors="replace")
+            agent.say("prime_ci.untrusted", fence(text, f"--untrusted-file {cfg.untrusted_file.name}"))
         try:
             stop = await agent.run()
         except KernelLost as exc:
