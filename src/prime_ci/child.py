@@ -100,6 +100,7 @@ class Host:
         if sandbox is not None:
             sandbox.writable += [spec["cwd"], str(scratch), str(own.path.parent)]
         kernel = Kernel(KernelConfig(cwd=Path(spec["cwd"]), env=env, run_dir=scratch, preload=PRELOAD,
+                                     snapshot_dir=scratch / "state",
                                      wrap=sandbox.wrap if sandbox else None))  # fmt: skip
         loop = asyncio.get_running_loop()
         main = asyncio.current_task()

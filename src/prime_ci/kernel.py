@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import queue
 import re
@@ -110,6 +111,7 @@ class KernelConfig:
     interrupt_grace: float = 2.0
     max_restarts: int = 5
     python: str = sys.executable
+    snapshot_dir: Path | None = None  # user variables saved here after each cell, restored after a restart
 
 
 class Kernel:
@@ -177,15 +179,16 @@ class Kernel:
 
     async def execute(self, code: str, *, timeout: float, silent: bool = False) -> CellResult:
         """Run one cell; never raises for errors in the cell, only when the kernel cannot be restarted."""
-        if self.client is None or not self.alive():
-            await self._restart("kernel was not running")
+        out = BoundedText(self.config.output_limit)
+        restarted = self.client is None or not self.alive()
+        if restarted:
+            out.add(f"[{await self._restart('the kernel process had died')}]\n")
             assert self.client is not None
         client = self.client
         started = time.monotonic()
         msg_id = client.execute(code, silent=silent, store_history=not silent, allow_stdin=False)
         if not silent:
             self.cells_run += 1
-        out = BoundedText(self.config.output_limit)
         outputs: list[dict[str, Any]] = []
         error: str | None = None
         deadline = started + timeout
@@ -206,12 +209,15 @@ class Kernel:
                 break
             error = _collect(kind, content, out, outputs) or error
         await self._drain_shell(msg_id)
+        if not silent and not error and self.config.snapshot_dir is not None:
+            self._snapshot()
         return CellResult(
             text=out.text(),
             status="error" if error else "ok",
             duration_s=time.monotonic() - started,
             chars=out.total,
             error=error,
+            restarted=restarted,
             outputs=outputs,
         )
 
@@ -222,6 +228,27 @@ class Kernel:
                 reply = await self.client.get_shell_msg(timeout=0.5)
                 if reply["parent_header"].get("msg_id") == msg_id:
                     return
+
+    def _snapshot(self) -> None:
+        """Save user variables in the kernel; not awaited: it runs while the model thinks."""
+        assert self.client is not None
+        code = (f"import prime_ci.kernel_api.snapshot as _s\n_s.save(get_ipython().user_ns, "
+                f"{str(self.config.snapshot_dir)!r}, set(get_ipython().user_ns_hidden))\ndel _s")  # fmt: skip
+        self.client.execute(code, silent=True, store_history=False, allow_stdin=False)
+
+    async def _restore(self) -> str:
+        if self.config.snapshot_dir is None:
+            return "its variables were lost"
+        code = (f"import json, prime_ci.kernel_api.snapshot as _s\nprint(json.dumps(_s.restore(get_ipython().user_ns, "
+                f"{str(self.config.snapshot_dir)!r})))\ndel _s")  # fmt: skip
+        result = await self.execute(code, timeout=60, silent=True)
+        try:
+            info = json.loads(result.text.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return f"restoring its variables failed: {result.text[-300:]}"
+        restored = ", ".join(info["restored"]) or "none"
+        lost = ", ".join(f"{f['name']} ({f['reason']})" for f in info["failed"]) or "none"
+        return f"variables restored from the last snapshot: {restored}; not restored: {lost}"
 
     async def interrupt(self) -> None:
         if self.client is None:
@@ -246,27 +273,25 @@ class Kernel:
                 out.add(f"\n[cell interrupted after {timeout:.0f}s timeout; kernel state kept]")
                 return CellResult(out.text(), "timeout", time.monotonic() - started, out.total, "timeout")
             _collect(msg["msg_type"], msg["content"], out, outputs)
-        await self._restart("cell ignored the interrupt")
-        out.add(
-            f"\n[cell exceeded its {timeout:.0f}s timeout and ignored the interrupt: the kernel was "
-            "restarted and its variables were lost]"
-        )
+        note = await self._restart("cell ignored the interrupt")
+        out.add(f"\n[cell exceeded its {timeout:.0f}s timeout and ignored the interrupt: {note}]")
         return CellResult(out.text(), "timeout", time.monotonic() - started, out.total, "timeout", True)
 
     async def _lost(
         self, out: BoundedText, outputs: list[dict[str, Any]], started: float, why: str
     ) -> CellResult:
-        await self._restart(why)
-        out.add(f"\n[{why}: the kernel was restarted and its variables were lost]")
+        out.add(f"\n[{await self._restart(why)}]")
         return CellResult(out.text(), "kernel_lost", time.monotonic() - started, out.total, why, True)
 
-    async def _restart(self, why: str) -> None:
+    async def _restart(self, why: str) -> str:
+        """Kill, start again, restore the snapshot; returns a note for the model."""
         if self.restarts >= self.config.max_restarts:
             self.kill()
             raise KernelLost(f"{why}; restart limit ({self.config.max_restarts}) reached")
         self.restarts += 1
         self.kill()
         await self.start()
+        return f"{why}: the kernel was restarted ({self.restarts}/{self.config.max_restarts}); {await self._restore()}"
 
     def kill(self) -> None:
         if self.client is not None:

@@ -176,6 +176,7 @@ class Run:
         self._register()
         started = time.monotonic()
         self.kernel = Kernel(KernelConfig(cwd=wt.path, env=env, run_dir=wt.root, preload=PRELOAD,
+                                          snapshot_dir=wt.root / "kernel" / "state",
                                           wrap=self.prep.sandbox.wrap if self.prep.sandbox else None))
         await self.kernel.start()
         self.say(f"kernel ready in {time.monotonic() - started:.1f}s (pid {self.kernel.pid})")

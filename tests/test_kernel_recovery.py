@@ -1,0 +1,35 @@
+"""Issue 6 acceptance 4: a dead kernel is restarted and its snapshot restored; the run completes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import run_prime
+
+from prime_ci.testing import ScriptedServer, ipython, reply
+
+
+def test_kernel_killed_mid_run_is_restored(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:
+    server.add(
+        ipython("import json\nanswer = 41\ndef bump(v):\n    return v + 1\nclass Box:\n    pass\nbox = Box()\n"
+                "gen = (i for i in range(3))"),
+        ipython("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"),
+        ipython("print('after', bump(answer), json.dumps([1]), type(box).__name__)"),
+        reply("done"),
+    )  # fmt: skip
+    run = run_prime(tmp_path, buggy_repo, server)
+    assert run.code == 0, run.proc.stderr
+    died = server.chat_requests[2].body["messages"][-1]["content"]
+    assert "kernel was restarted (1/5)" in died
+    assert "answer" in died and "bump" in died and "gen (" in died.split("not restored:")[1]
+    after = server.chat_requests[3].body["messages"][-1]["content"]
+    assert "after 42 [1] Box" in after
+
+
+def test_restart_limit_ends_the_run_cleanly(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:
+    kill = ipython("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+    server.add(*[kill for _ in range(8)], reply("unreachable"))
+    run = run_prime(tmp_path, buggy_repo, server, "--gate", "python -m pytest -q")
+    assert run.code == 1, run.proc.stderr
+    assert run.result["stop_reason"] == "gates_failed" and "restart limit" in run.result["detail"]
+    assert len(server.chat_requests) == 6
