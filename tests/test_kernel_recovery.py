@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import run_prime
-
 from prime_ci.testing import ScriptedServer, ipython, reply
 
 

@@ -82,5 +82,8 @@ def restore(ns: dict[str, Any], directory: str) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - reported to the model
             failed.append({"name": name, "reason": f"{type(exc).__name__}: {str(exc)[:120]}"})
     manifest_path = os.path.join(directory, "kernel-state.json")
-    skipped = json.load(open(manifest_path))["skipped"] if os.path.exists(manifest_path) else []
+    skipped = []
+    if os.path.exists(manifest_path):
+        with open(manifest_path) as fh:
+            skipped = json.load(fh)["skipped"]
     return {"restored": sorted(restored), "failed": failed + skipped}
