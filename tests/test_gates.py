@@ -22,7 +22,6 @@ from prime_ci.errors import ConfigError
 from prime_ci.gates import (
     GateResult,
     GateSpec,
-    enable_subreaper,
     feedback_message,
     gates_from_commands,
     load_gate_files,
@@ -32,6 +31,7 @@ from prime_ci.gates import (
     workspace_fingerprint,
 )
 from prime_ci.junit import github_annotations, parse_junit_failures, write_gates_junit
+from prime_ci.procs import enable_subreaper
 from prime_ci.worktree import Worktree, create_worktree, git
 
 REPO = Path(__file__).resolve().parents[1]

@@ -27,7 +27,7 @@ def _say(text: str) -> None:
 def _host_setup() -> None:
     """Secrets to mask in every artifact; adopt orphans (setsid escapees) so they can be reaped."""
     from prime_ci import redact
-    from prime_ci.gates import enable_subreaper
+    from prime_ci.procs import enable_subreaper
     from prime_ci.sandbox import make_undumpable
 
     redact.register_environment()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import hashlib
 import os
 import re
@@ -17,7 +16,6 @@ import secrets
 import shlex
 import signal
 import stat
-import sys
 import time
 import tomllib
 from collections.abc import Sequence
@@ -37,6 +35,7 @@ from prime_ci.junit import (
     status_text,
     strip_ansi,
 )
+from prime_ci.procs import kill_tree, send_signal
 from prime_ci.worktree import Worktree, read_file_at
 
 MARKER_VAR = "PRIME_CI_GATE_TOKEN"
@@ -246,18 +245,6 @@ class GateResult:
         }
 
 
-def enable_subreaper() -> bool:
-    """Make this process the reaper of orphaned descendants (Linux ``PR_SET_CHILD_SUBREAPER``).
-
-    Call once in the host before running gates: processes that escape a gate's group then re-parent here
-    instead of to init, so they can be found and reaped. Returns False where unsupported.
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    return int(libc.prctl(36, 1, 0, 0, 0)) == 0  # 36 = PR_SET_CHILD_SUBREAPER
-
-
 class _HeadTail:
     """The first and last bytes of a stream of any length."""
 
@@ -306,86 +293,6 @@ class _Sink(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed.done():
             self.closed.set_result(None)
-
-
-def _proc_stat(pid: int) -> tuple[str, int, int] | None:
-    """(state, ppid, starttime) of a process, None when it is gone."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    return fields[0].decode(), int(fields[1]), int(fields[19])
-
-
-def _marked(needle: bytes) -> dict[int, int]:
-    """pid -> starttime of live processes whose environment holds ``needle`` (unreadable ones skipped)."""
-    found: dict[int, int] = {}
-    me = os.getpid()
-    if not os.path.isdir("/proc"):
-        return found
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        try:
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-        except OSError:
-            continue
-        if b"\0" + needle + b"\0" in b"\0" + environ:
-            info = _proc_stat(int(entry))
-            if info is not None:
-                found[int(entry)] = info[2]
-    return found
-
-
-def _signal(pid: int, sig: int, *, group: bool = False) -> None:
-    try:
-        if group:
-            os.killpg(pid, sig)
-        else:
-            os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _kill_tree(pgid: int, token: str, leader: int) -> None:
-    """Freeze the group and every marked process (rescanning for forks), SIGKILL them all, reap escapees."""
-    needle = f"{MARKER_VAR}={token}".encode()
-    _signal(pgid, signal.SIGSTOP, group=True)
-    seen: dict[int, int] = {}
-    for _ in range(50):
-        new = {pid: start for pid, start in _marked(needle).items() if pid not in seen}
-        if not new:
-            break
-        for pid in new:
-            _signal(pid, signal.SIGSTOP)
-        seen.update(new)
-    _signal(pgid, signal.SIGKILL, group=True)
-    for pid in seen:
-        _signal(pid, signal.SIGKILL)
-    seen.pop(leader, None)  # asyncio's child watcher reaps the leader
-    _reap(seen, leader)
-
-
-def _reap(pending: dict[int, int], leader: int, wait: float = 1.0) -> None:
-    """waitpid the killed processes that are (or become, as a subreaper) our zombie children."""
-    me = os.getpid()
-    deadline = time.monotonic() + wait
-    while pending:
-        for pid, start in list(pending.items()):
-            info = _proc_stat(pid)
-            if info is None or info[2] != start:
-                del pending[pid]
-            elif info[1] != me:
-                if info[0] == "Z" and info[1] not in pending and info[1] != leader:
-                    del pending[pid]  # init's zombie (no subreaper); a dying parent's comes to us next
-            elif info[0] == "Z":
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(pid, os.WNOHANG)
-                del pending[pid]
-        if not pending or time.monotonic() > deadline:
-            return
-        time.sleep(0.01)
 
 
 def _junit_signature(path: Path | None) -> tuple[int, int, int] | None:
@@ -447,11 +354,11 @@ async def _attempt(
                 await asyncio.wait_for(proc.wait(), spec.timeout)
             except TimeoutError:
                 timed_out = True
-                _signal(proc.pid, signal.SIGTERM, group=True)
+                send_signal(proc.pid, signal.SIGTERM, group=True)
                 deadline = loop.time() + kill_grace
                 while loop.time() < deadline and _group_alive(proc.pid):
                     await asyncio.sleep(0.05)
-            _kill_tree(proc.pid, token, proc.pid)
+            kill_tree(proc.pid, f"{MARKER_VAR}={token}".encode(), proc.pid)
             cleaned = True
             returncode = await proc.wait()
             # A writer we could not kill may still hold the pipe: then stop reading after a while.
@@ -459,7 +366,7 @@ async def _attempt(
                 await asyncio.wait_for(asyncio.shield(sink.closed), 2.0)
         finally:
             if not cleaned:  # cancelled (run wall clock) or failed: nothing may outlive the gate
-                _kill_tree(proc.pid, token, proc.pid)
+                kill_tree(proc.pid, f"{MARKER_VAR}={token}".encode(), proc.pid)
             transport.close()
     if sink.error is not None:
         raise sink.error

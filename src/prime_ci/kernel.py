@@ -183,8 +183,8 @@ class Kernel:
         restarted = self.client is None or not self.alive()
         if restarted:
             out.add(f"[{await self._restart('the kernel process had died')}]\n")
-            assert self.client is not None
         client = self.client
+        assert client is not None
         started = time.monotonic()
         msg_id = client.execute(code, silent=silent, store_history=not silent, allow_stdin=False)
         if not silent:

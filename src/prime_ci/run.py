@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from prime_ci import protect, redact, report
+from prime_ci import procs, protect, redact, report
 from prime_ci import sandbox as sandbox_mod
 from prime_ci.agent import Agent, Stop
 from prime_ci.bridge import Bridge, Handler, Refused
@@ -33,6 +33,7 @@ from prime_ci.untrusted import fence
 from prime_ci.worktree import GitError, Worktree, create_worktree
 
 PRELOAD = "import prime_ci.kernel_api as _pci\n_pci.install(get_ipython().user_ns)\ndel _pci\n"
+RUN_MARKER = "PRIME_CI_RUN"
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 143}
 Say = Callable[[str], None]
 
@@ -110,13 +111,15 @@ class Run:
     signal_code: int | None = None
     stop: Stop = field(default_factory=lambda: Stop("internal_error", "the run did not start"))
     goal_done: str | None = None
+    marker: str = field(default_factory=lambda: entry_id() + entry_id())
 
     async def execute(self) -> dict[str, Any]:
         cfg, wt = self.prep.cfg, self.prep.worktree
         self.budget = Budget(Limits(cfg.max_turns, cfg.max_tokens, cfg.max_wall, cfg.max_cost))
         self.prep.out.mkdir(parents=True, exist_ok=True)
         self.log = SessionLog.create(self.prep.out / "session.jsonl", cwd=str(wt.path))
-        env = scrubbed_env(wt.root / "home", cfg.pass_env, {"PRIME_CI_BRIDGE": str(self.bridge.path)})
+        env = scrubbed_env(wt.root / "home", cfg.pass_env, {"PRIME_CI_BRIDGE": str(self.bridge.path),
+                                                            RUN_MARKER: self.marker})
         gate_env = {k: v for k, v in env.items() if k != "PRIME_CI_BRIDGE"}
         sandbox = self.prep.sandbox
         if sandbox is not None:
@@ -246,8 +249,13 @@ class Run:
         if self.family is not None:
             await self.family.stop_all()
         if self.kernel is not None:
-            await self.kernel.shutdown()
+            if self.stop.reason == "interrupted":
+                self.kernel.kill()
+            else:
+                await self.kernel.shutdown()
         await self.bridge.close()
+        if leftovers := procs.sweep(f"{RUN_MARKER}={self.marker}".encode()):
+            self.say(f"killed {leftovers} leftover process(es) of this run")
         flags: list[str] = []
         try:
             patch, changed = wt.diff(), wt.changed_files()

@@ -1,0 +1,71 @@
+"""Issue 6 acceptance 2: SIGTERM/SIGINT during a model call, a cell and a gate -> clean stop within 5 s."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import PRIME_CI
+from prime_ci.testing import ScriptedServer, hang, ipython, reply
+
+
+def _marked_alive(marker: str) -> list[int]:
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                    if state != "Z":
+                        alive.append(int(entry.name))
+            except OSError:
+                continue
+    return alive
+
+
+@pytest.mark.parametrize(
+    ("phase", "sig", "code"),
+    [("model", signal.SIGTERM, 143), ("cell", signal.SIGTERM, 143), ("gate", signal.SIGTERM, 143),
+     ("cell", signal.SIGINT, 130), ("model", signal.SIGHUP, 143)],
+)  # fmt: skip
+def test_signal_stops_cleanly(phase: str, sig: int, code: int, tmp_path: Path, buggy_repo: Path) -> None:
+    marker = f"{time.time_ns() % 10**9}.25"
+    steps = {
+        "model": [hang(600)],
+        "cell": [ipython(f"import subprocess\nsubprocess.Popen(['setsid', 'sleep', '{marker}'])\n"
+                         f"subprocess.run(['sleep', '{marker}'])")],
+        "gate": [reply("done")],
+    }[phase]  # fmt: skip
+    gate = ["--gate", f"sleep {marker}"] if phase == "gate" else []
+    out = tmp_path / "out"
+    with ScriptedServer(steps) as server:
+        env = {**os.environ, "OPENAI_API_KEY": "sk-test"}
+        proc = subprocess.Popen([PRIME_CI, "run", str(buggy_repo), "--task", "t", "--model", "openai/x",
+                                 "--api-base", server.url, "--out", str(out), *gate], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            busy = {"model": len(server.chat_requests) >= 1, "cell": bool(_marked_alive(marker)),
+                    "gate": bool(_marked_alive(marker))}[phase]  # fmt: skip
+            if busy:
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=30)
+        elapsed = time.monotonic() - sent
+    assert proc.returncode == code, stderr
+    assert elapsed < 5.0, f"took {elapsed:.1f}s to stop"
+    result = json.loads((out / "result.json").read_text())
+    assert result["stop_reason"] == "interrupted" and result["exit_code"] == code
+    last = json.loads((out / "session.jsonl").read_text().splitlines()[-1])
+    assert last["customType"] == "prime_ci.stop" and last["data"]["stop_reason"] == "interrupted"
+    time.sleep(0.3)
+    assert _marked_alive(marker) == []
