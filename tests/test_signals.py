@@ -59,7 +59,7 @@ def test_signal_stops_cleanly(phase: str, sig: int, code: int, tmp_path: Path, b
         time.sleep(0.5)
         sent = time.monotonic()
         proc.send_signal(sig)
-        stdout, stderr = proc.communicate(timeout=30)
+        _stdout, stderr = proc.communicate(timeout=30)
         elapsed = time.monotonic() - sent
     assert proc.returncode == code, stderr
     assert elapsed < 5.0, f"took {elapsed:.1f}s to stop"
