@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from prime_ci.budget import Budget
+from prime_ci.compact import Compactor
 from prime_ci.kernel import CellResult
 from prime_ci.model import Model, ModelReply, ToolCall
 from prime_ci.session import SessionLog
@@ -40,6 +41,8 @@ class Stop:
 class Executor(Protocol):
     async def execute(self, code: str, *, timeout: float) -> CellResult: ...
 
+    async def user_names(self) -> list[str]: ...
+
 
 class TurnEnd(Protocol):
     """Decides what happens when the model ends its turn: None (done), or feedback to continue with."""
@@ -49,14 +52,26 @@ class TurnEnd(Protocol):
 
 @dataclass
 class Conversation:
-    """The provider-format message list plus a running size, so nothing per turn walks the history."""
+    """The provider-format message list plus a running size, so nothing per turn walks the history.
+
+    ``ids`` holds the session entry id of each message; ``record`` keeps every message ever added, also
+    after a compaction replaced the older ones in ``messages`` (the kernel's ``history``).
+    """
 
     messages: list[dict[str, Any]] = field(default_factory=list)
+    ids: list[str | None] = field(default_factory=list)
+    record: list[dict[str, Any]] = field(default_factory=list)
     chars: int = len(json.dumps([TOOL]))
 
-    def add(self, message: dict[str, Any]) -> None:
+    def add(self, message: dict[str, Any], entry: str | None = None) -> None:
         self.messages.append(message)
+        self.ids.append(entry)
+        self.record.append(message)
         self.chars += len(json.dumps(message, ensure_ascii=False))
+
+    def replace(self, messages: list[dict[str, Any]], ids: list[str | None]) -> None:
+        self.messages, self.ids = messages, ids
+        self.chars = len(json.dumps([TOOL])) + sum(len(json.dumps(m, ensure_ascii=False)) for m in messages)
 
 
 @dataclass
@@ -71,6 +86,9 @@ class Agent:
     on_cell: Callable[[str, CellResult], Awaitable[None]] | None = None
     progress: Callable[[str], None] | None = None
     inbox: Callable[[], list[tuple[str, str, dict[str, Any]]]] | None = None
+    compactor: Compactor | None = None
+    compact_requested: bool = False
+    compact_focus: str | None = None
     end_turn_requested: bool = False
     last_text: str = ""
     _malformed: int = 0
@@ -80,6 +98,8 @@ class Agent:
             if reason := self.budget.exhausted():
                 return Stop(reason)
             self.before_call()
+            if self.compactor is not None and (self.compact_requested or self.compactor.needed(self.conversation.chars)):
+                await self._compact()
             reservation = self.budget.reserve(self.conversation.chars)
             if reservation is None:
                 return Stop("max_tokens", "not enough token budget left for another call")
@@ -108,13 +128,23 @@ class Agent:
         for custom_type, text, details in self.inbox() if self.inbox is not None else []:
             self.say(custom_type, text, details)
 
+    async def _compact(self) -> None:
+        assert self.compactor is not None
+        focus, self.compact_requested, self.compact_focus = self.compact_focus, False, None
+        done = await self.compactor.compact(self.conversation.messages, self.conversation.ids, focus=focus,
+                                            kernel_names=self.kernel.user_names)  # fmt: skip
+        if done is not None:
+            self.conversation.replace(*done)
+            if self.progress is not None:
+                self.progress(f"compacted the context to ~{self.conversation.chars // 3} tokens")
+
     def call_timeout(self) -> float:
         return max(1.0, min(600.0, self.budget.wall_left()))
 
     def say(self, custom_type: str, text: str, details: dict[str, Any] | None = None) -> None:
         """A host message that enters the model's context as a user message."""
-        self.log.custom_message(custom_type, text, details)
-        self.conversation.add({"role": "user", "content": text})
+        eid = self.log.custom_message(custom_type, text, details)
+        self.conversation.add({"role": "user", "content": text}, eid)
 
     def _record_reply(self, reply: ModelReply) -> None:
         self.budget.charge(
@@ -129,7 +159,7 @@ class Agent:
                  "cacheRead": 0, "cacheWrite": 0, "totalTokens": reply.usage.total_tokens,
                  "cost": {"total": reply.cost_usd or 0.0}}  # fmt: skip
         provider, _, model = reply.model.partition("/")
-        self.log.message(
+        eid = self.log.message(
             "assistant", parts, api="openai-completions", provider=provider, model=model or provider,
             usage=usage, stopReason="toolUse" if reply.tool_calls else _stop_reason(reply.finish_reason),
         )  # fmt: skip
@@ -140,7 +170,7 @@ class Agent:
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
                 for c in reply.tool_calls
             ]
-        self.conversation.add(message)
+        self.conversation.add(message, eid)
 
     async def _run_tools(self, calls: list[ToolCall]) -> Stop | None:
         first, extra = calls[0], calls[1:]
@@ -172,11 +202,11 @@ class Agent:
             "status": cell.status, "chars": cell.chars, "duration_s": round(cell.duration_s, 3),
             "restarted": cell.restarted,
         }  # fmt: skip
-        self.log.message(
+        eid = self.log.message(
             "toolResult", [{"type": "text", "text": text}], toolCallId=call.id, toolName=call.name,
             isError=is_error, **({"details": details} if details else {}),
         )  # fmt: skip
-        self.conversation.add({"role": "tool", "tool_call_id": call.id, "content": text})
+        self.conversation.add({"role": "tool", "tool_call_id": call.id, "content": text}, eid)
 
 
 def _parse_call(call: ToolCall) -> tuple[str | None, str]:

@@ -71,6 +71,8 @@ def cli() -> None:
 @click.option("--max-gate-retries", type=NONNEG, default=3, show_default=True, help="Failed rounds fed back.")
 @click.option("--max-depth", type=NONNEG, default=1, show_default=True, help="rlm depth.")
 @click.option("--max-children", type=POS, default=4, show_default=True, help="rlm children alive at once.")
+@click.option("--context-window", type=click.IntRange(min=1000), help="Compact near this many tokens (default: "
+              "the model's window from litellm, else 128000).")
 @click.option("--out", type=click.Path(path_type=Path), help="Artifacts directory.")
 @click.option("--harness", type=click.Path(path_type=Path), help="Harness state directory.")
 @click.option("--harness-branch", help="Load/commit harness state on this branch of REPO.")

@@ -33,6 +33,7 @@ class RunConfig(BaseModel):
     max_gate_retries: int = Field(3, ge=0)
     max_depth: int = Field(1, ge=0)
     max_children: int = Field(4, ge=1)
+    context_window: int | None = Field(None, ge=1000)
     out: Path | None = None
     harness: Path | None = None
     harness_branch: str | None = None

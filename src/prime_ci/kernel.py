@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from prime_ci.errors import KernelLost
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 DEFAULT_LIMIT = 8000
+KEPT_OUTPUT = 1_000_000  # per cell, for the notebook and `history`; the model sees DEFAULT_LIMIT
 
 
 def strip_ansi(text: str) -> str:
@@ -250,6 +251,18 @@ class Kernel:
         lost = ", ".join(f"{f['name']} ({f['reason']})" for f in info["failed"]) or "none"
         return f"variables restored from the last snapshot: {restored}; not restored: {lost}"
 
+    async def user_names(self) -> list[str]:
+        """Names the model defined in the kernel (for the reminder after a compaction)."""
+        code = ("import json as _j\n_h = get_ipython().user_ns_hidden\nprint(_j.dumps(sorted(n for n in "
+                "get_ipython().user_ns if not n.startswith('_') and n not in _h)))\ndel _j, _h")  # fmt: skip
+        result = await self.execute(code, timeout=30, silent=True)
+        try:
+            names: list[str] = json.loads(result.text.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return []
+        return [n for n in names if n not in ("gates", "goal", "rlm", "agent_message", "harness", "refine",
+                                              "compact", "history")]  # fmt: skip
+
     async def interrupt(self) -> None:
         if self.client is None:
             return
@@ -314,12 +327,34 @@ class Kernel:
         self.kill()
 
 
+def cell_text(outputs: list[dict[str, Any]]) -> str:
+    """The kept text of a cell's outputs, in order (tracebacks without colour codes)."""
+    parts = []
+    for o in outputs:
+        if o["output_type"] == "stream":
+            parts.append(o["text"])
+        elif o["output_type"] == "error":
+            parts.append(strip_ansi("\n".join(o["traceback"])) + "\n")
+        else:
+            parts.append(o["data"].get("text/plain", "") + "\n")
+    return "".join(parts)
+
+
 def _collect(kind: str, content: dict[str, Any], out: BoundedText, outputs: list[dict[str, Any]]) -> str | None:
     """Add one iopub message to the bounded text; return an error summary for ``error`` messages."""
     if kind == "stream":
         text = content.get("text", "")
         out.add(text)
-        outputs.append({"output_type": "stream", "name": content.get("name", "stdout"), "text": text})
+        kept = out.total - len(text)
+        if kept >= KEPT_OUTPUT:
+            return None
+        if kept + len(text) > KEPT_OUTPUT:
+            text = text[: KEPT_OUTPUT - kept] + f"\n[... output beyond {KEPT_OUTPUT} characters not kept ...]\n"
+        name = content.get("name", "stdout")
+        if outputs and outputs[-1]["output_type"] == "stream" and outputs[-1]["name"] == name:
+            outputs[-1]["text"] += text
+        else:
+            outputs.append({"output_type": "stream", "name": name, "text": text})
     elif kind in ("execute_result", "display_data"):
         text = content.get("data", {}).get("text/plain", "")
         if text:
@@ -336,5 +371,3 @@ def _collect(kind: str, content: dict[str, Any], out: BoundedText, outputs: list
     return None
 
 
-def preload_code(lines: Sequence[str]) -> str:
-    return "\n".join(lines)

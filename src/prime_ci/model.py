@@ -260,6 +260,20 @@ class ReplayModel:
         return ModelReply(text, calls, usage, 0.0, "toolUse" if calls else "stop", self.name)
 
 
+DEFAULT_WINDOW = 128_000
+
+
+def context_window(model: Model) -> int:
+    """The model's input window from litellm's local table; a conservative default for unknown models."""
+    if isinstance(model, LiteLLMModel):
+        table: dict[str, dict[str, Any]] = litellm_module().model_cost
+        info = table.get(model.name) or table.get(model.name.split("/", 1)[-1]) or {}
+        window = info.get("max_input_tokens") or info.get("max_tokens")
+        if isinstance(window, int) and window > 0:
+            return window
+    return DEFAULT_WINDOW
+
+
 def make_model(name: str, *, api_base: str | None = None, policy: RetryPolicy | None = None) -> Model:
     if name.startswith("replay:"):
         return ReplayModel(Path(name.removeprefix("replay:")))

@@ -19,13 +19,14 @@ from prime_ci.agent import Agent, Stop
 from prime_ci.bridge import Bridge, Handler, Refused
 from prime_ci.budget import Budget, Limits
 from prime_ci.children import Family
+from prime_ci.compact import Compactor
 from prime_ci.config import RunConfig, build_config, file_settings
 from prime_ci.errors import ConfigError, KernelLost, ModelError, PersistenceError
 from prime_ci.gates import GateSpec, gates_from_commands, load_gate_files, load_gate_files_from_ref
 from prime_ci.judge import Judge
 from prime_ci.junit import github_annotations, write_gates_junit
-from prime_ci.kernel import Kernel, KernelConfig
-from prime_ci.model import Model, make_model
+from prime_ci.kernel import CellResult, Kernel, KernelConfig, cell_text
+from prime_ci.model import Model, context_window, make_model
 from prime_ci.prompt import base_prompt
 from prime_ci.sandbox import Sandbox, scrubbed_env
 from prime_ci.session import SessionLog, entry_id
@@ -111,6 +112,8 @@ class Run:
     signal_code: int | None = None
     stop: Stop = field(default_factory=lambda: Stop("internal_error", "the run did not start"))
     goal_done: str | None = None
+    agent: Agent | None = None
+    cells: list[dict[str, Any]] = field(default_factory=list)
     marker: str = field(default_factory=lambda: entry_id() + entry_id())
 
     async def execute(self) -> dict[str, Any]:
@@ -185,7 +188,13 @@ class Run:
         self.say(f"kernel ready in {time.monotonic() - started:.1f}s (pid {self.kernel.pid})")
         agent = Agent(self.prep.model, self.kernel, self.budget, self.log, self._turn_end, cfg.cell_timeout,
                       progress=self.say, inbox=lambda: self.family.drain(self.family.root) if self.family else [],
+                      on_cell=self._on_cell,
                       )  # fmt: skip
+        window = cfg.context_window
+        if window is None:
+            window = await asyncio.to_thread(context_window, self.prep.model)
+        agent.compactor = Compactor(self.prep.model, self.budget, self.log, window)
+        self.agent = agent
         agent.conversation.add({"role": "system", "content": base_prompt()})
         agent.say("prime_ci.task", cfg.task_text())
         if cfg.untrusted_file is not None:
@@ -200,6 +209,9 @@ class Run:
             if self.judge.passed():
                 stop = Stop("completed", f"gates passed at the end ({stop.reason} reached)")
         return stop
+
+    async def _on_cell(self, code: str, result: CellResult) -> None:
+        self.cells.append({"code": code, "status": result.status, "output": cell_text(result.outputs)})
 
     async def _turn_end(self) -> Stop | str:
         family = self.family
@@ -234,9 +246,24 @@ class Run:
             self.log.custom("prime_ci.goal", {"status": "complete", "summary": self.goal_done})
             return {"status": "complete", "note": "gates run when this turn ends; they decide success"}
 
+        async def compact_run(req: dict[str, Any]) -> Any:
+            assert self.agent is not None
+            self.agent.compact_requested, self.agent.compact_focus = True, req.get("focus")
+            return {"scheduled": True, "note": "the context is compacted before the next model call"}
+
+        async def compact_status(_: dict[str, Any]) -> Any:
+            assert self.agent is not None and self.agent.compactor is not None
+            return {**self.agent.compactor.status(self.agent.conversation.chars),
+                    "scheduled": self.agent.compact_requested}  # fmt: skip
+
+        async def history(_: dict[str, Any]) -> Any:
+            assert self.agent is not None
+            return {"messages": self.agent.conversation.record, "cells": self.cells}
+
         assert self.family is not None
         fam = self.family
         handlers: dict[str, Handler] = {
+            "compact.run": compact_run, "compact.status": compact_status, "history": history,
             "gates.last": gates_last, "gates.run": gates_run, "goal.get": goal_get, "goal.complete": goal_complete,
             "rlm.spawn": fam.spawn, "rlm.list": fam.list_children, "agent_message.send": fam.send,
             "child.model": fam.model_call, "child.inbox": fam.inbox, "child.event": fam.event,

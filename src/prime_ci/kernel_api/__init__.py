@@ -137,6 +137,56 @@ class AgentMessage:
         return "<agent_message: await .send(text, receiver_role='parent', receiver_name=None)>"
 
 
+class Compact:
+    """``await compact.run(focus=None)``: compact the context before the next model call; ``compact.status()``."""
+
+    async def run(self, focus: str | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = await acall("compact.run", focus=focus)
+        return result
+
+    async def status(self) -> dict[str, Any]:
+        result: dict[str, Any] = await acall("compact.status")
+        return result
+
+    def __repr__(self) -> str:
+        return "<compact: await .run(focus=None), await .status()>"
+
+
+class History:
+    """Every message and cell of this session, compacted ones included (cell outputs kept up to 1 MB each).
+
+    ``history.messages``, ``history.cells`` (dicts with ``code``, ``status``, ``output``), ``history.grep(text)``.
+    """
+
+    def _get(self) -> dict[str, Any]:
+        result: dict[str, Any] = call("history")
+        return result
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = self._get()["messages"]
+        return messages
+
+    @property
+    def cells(self) -> list[dict[str, Any]]:
+        cells: list[dict[str, Any]] = self._get()["cells"]
+        return cells
+
+    def grep(self, text: str) -> list[str]:
+        """Lines containing ``text`` across all messages and cell outputs."""
+        data = self._get()
+        blobs = [str(m.get("content") or "") for m in data["messages"]] + [c["output"] for c in data["cells"]]
+        return [line for blob in blobs for line in blob.splitlines() if text in line]
+
+    def __len__(self) -> int:
+        return len(self._get()["messages"])
+
+    def __repr__(self) -> str:
+        data = self._get()
+        return f"<history: {len(data['messages'])} messages, {len(data['cells'])} cells; .messages .cells .grep()>"
+
+
 def install(namespace: dict[str, Any]) -> None:
     """Define the API names in the kernel's user namespace."""
-    namespace.update(gates=Gates(), goal=Goal(), rlm=Rlm(), agent_message=AgentMessage())
+    namespace.update(gates=Gates(), goal=Goal(), rlm=Rlm(), agent_message=AgentMessage(), compact=Compact(),
+                     history=History())
