@@ -50,6 +50,7 @@ def test_compact_run_and_history_from_the_kernel(tmp_path: Path, buggy_repo: Pat
     bodies = [r.body for r in server.chat_requests]
     summarizer = next(b for b in bodies if "compacting the working context" in json.dumps(b["messages"][:1]))
     assert "Focus especially on: the early output" in summarizer["messages"][0]["content"]
-    status = next(str(m.get("content")) for b in bodies for m in b["messages"] if "threshold_percent" in str(m.get("content")))
+    contents = [str(m.get("content")) for b in bodies for m in b["messages"]]
+    status = next(c for c in contents if "threshold_percent" in c)
     assert "'context_window': 128000" in status and "'scheduled': True" in status
     assert "2 ['early output yyyy" in json.dumps(bodies[-1]["messages"])

@@ -98,7 +98,8 @@ class Agent:
             if reason := self.budget.exhausted():
                 return Stop(reason)
             self.before_call()
-            if self.compactor is not None and (self.compact_requested or self.compactor.needed(self.conversation.chars)):
+            compactor = self.compactor
+            if compactor is not None and (self.compact_requested or compactor.needed(self.conversation.chars)):
                 await self._compact()
             reservation = self.budget.reserve(self.conversation.chars)
             if reservation is None:

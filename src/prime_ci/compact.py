@@ -116,8 +116,9 @@ class Compactor:
         text = ("The conversation history before this point was compacted into the following summary:\n"
                 f"<summary>\n{summary}\n</summary>{reminder}")  # fmt: skip
         first_kept = next((i for i in ids[cut:] if i), None)
+        details = {"focus": focus, "kernelNames": names[:200], "messagesSummarized": cut - head}
         self.log.append("compaction", summary=summary, firstKeptEntryId=first_kept, tokensBefore=tokens_before,
-                        details={"focus": focus, "kernelNames": names[:200], "messagesSummarized": cut - head})  # fmt: skip
+                        details=details)  # fmt: skip
         eid = self.log.custom_message("compaction_summary", text)
-        return (messages[:head] + [{"role": "user", "content": text}] + messages[cut:],
-                ids[:head] + [eid] + ids[cut:])  # fmt: skip
+        return ([*messages[:head], {"role": "user", "content": text}, *messages[cut:]],
+                [*ids[:head], eid, *ids[cut:]])  # fmt: skip
