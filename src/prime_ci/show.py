@@ -29,11 +29,14 @@ def _text(parts: Any) -> str:
     return "".join(p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text")
 
 
-def render(path: Path, console: Console | None = None) -> None:
+def render(path: Path, console: Console | None = None, *, children: bool = True) -> None:
+    """Render one session; then, for a run's root session, each rlm child's session after it."""
     console = console or Console()
     session = read_session(path)
     h = session.header
-    console.print(f"[bold]session[/] {h.get('id')} · v{h.get('version')} · {h.get('timestamp')} · cwd {h.get('cwd')}")
+    depth = f" · rlm depth {h['rlmDepth']}" if h.get("rlmDepth") else ""
+    console.rule(f"[bold]session[/] {h.get('id')} · v{h.get('version')} · {h.get('timestamp')}{depth}")
+    console.print(f"[dim]cwd {h.get('cwd')} · {len(session.entries)} entries[/]")
     for entry in session.entries:
         kind = entry.get("type")
         if kind == "message":
@@ -52,6 +55,13 @@ def render(path: Path, console: Console | None = None) -> None:
         console.print(f"[red]unreadable line at byte {offset}: {reason}[/]")
     if session.torn_tail:
         console.print(f"[red]torn last line ({len(session.torn_tail)} bytes) ignored[/]")
+    stop = session.last_custom("prime_ci.stop")
+    if stop is not None:
+        console.print(f"[bold]stop:[/] {stop.get('stop_reason')} (exit {stop.get('exit_code')}) {stop.get('detail', '')}")
+    child_dir = path.parent / "children"
+    if children and child_dir.is_dir():
+        for child in sorted(child_dir.glob("*/session.jsonl")):
+            render(child, console, children=False)
 
 
 def _message(console: Console, msg: dict[str, Any]) -> None:
