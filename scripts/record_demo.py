@@ -40,7 +40,7 @@ def main() -> int:
         with ScriptedServer(STEPS) as srv:
             cmd = [shutil.which("prime-ci") or "prime-ci", "run", flags["repo"], "--task", TASK,
                    "--model", "openai/recorded-demo", "--api-base", srv.url, "--gate", flags["gate"][0],
-                   "--out", str(out)]  # fmt: skip
+                   "--out", str(out)]
             proc = subprocess.run(cmd, env={**os.environ, "OPENAI_API_KEY": "none"}, check=False)
         if proc.returncode != 0:
             print(f"recording run failed with exit {proc.returncode}", file=sys.stderr)

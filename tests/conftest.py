@@ -48,7 +48,7 @@ def repo_state(root: Path) -> tuple[str, str, str]:
     """HEAD, status and the config of a repo: what "untouched" means."""
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout
     status = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=root, capture_output=True,
-                            text=True).stdout  # fmt: skip
+                            text=True).stdout
     return head, status, (root / ".git" / "config").read_text()
 
 
@@ -76,7 +76,7 @@ def run_cli(
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_CI_")}
     full_env.update(env or {})
     return subprocess.run([PRIME_CI, *args], cwd=cwd, env=full_env, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
+                          timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 @pytest.fixture
@@ -96,6 +96,6 @@ def run_prime(
 ) -> Outcome:
     out = tmp_path / f"out-{len(list(tmp_path.glob('out-*')))}"
     args = ["run", str(repo), "--task", task, "--model", "openai/scripted", "--api-base", server.url,
-            "--out", str(out), *extra]  # fmt: skip
+            "--out", str(out), *extra]
     proc = run_cli(args, cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test-canary", **(env or {})}, timeout=timeout)
     return Outcome(proc, out)

@@ -40,7 +40,7 @@ def test_child_replies_and_parent_completes(tmp_path: Path, buggy_repo: Path, se
                 "print('HOSTKEY', b'sk-test-canary' in open(f'/proc/{os.getppid()}/environ', 'rb').read())"),
         ipython("print(await agent_message.send('the answer is 42', receiver_role='parent'))"),
         reply("child finished"),
-    ])  # fmt: skip
+    ])
     server.add(
         ipython(PIDS + "\nh = await rlm('task for worker', name='worker')\nprint(h['rlm_child_id'], h['name'])"),
         reply("waiting for worker"),
@@ -95,7 +95,7 @@ def test_max_tokens_stops_children_too(tmp_path: Path, buggy_repo: Path, server:
     server.route(contains("spin forever"), [ipython(f"pad = {'x' * 400!r}") for _ in range(200)])
     # the root waits while the child spins, so the child meets the shared limit first; then the root spins too
     server.add(ipython("await rlm('spin forever', name='spinner')"), reply("waiting"),
-               *[ipython("pass") for _ in range(100)])  # fmt: skip
+               *[ipython("pass") for _ in range(100)])
     run = run_prime(tmp_path, buggy_repo, server, "--max-tokens", "12000")
     assert run.code == 3, run.proc.stderr
     assert run.result["stop_reason"] == "max_tokens"
@@ -109,7 +109,7 @@ def test_max_tokens_stops_children_too(tmp_path: Path, buggy_repo: Path, server:
 def test_limits_are_clear_errors_in_the_cell(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:
     server.route(contains("nested spawn"), [ipython("try:\n    await rlm('deeper')\nexcept Exception as e:\n"
                                                     "    print('DEPTH', e)\nprint(await agent_message.send('x', "
-                                                    "receiver_role='parent'))"), reply("ok")])  # fmt: skip
+                                                    "receiver_role='parent'))"), reply("ok")])
     server.route(contains("idle child"), [reply("nothing")])
     cell = (
         "await rlm('nested spawn', name='a')\n"
@@ -133,7 +133,7 @@ def test_killed_child_gives_failure_notice_and_no_survivors(
 ) -> None:
     server.route(contains("victim task"), [ipython(PIDS + "\nimport time\ntime.sleep(600)")])
     server.add(ipython("await rlm('victim task', name='victim')"), ipython("import time\ntime.sleep(2)"),
-               reply("waiting"), reply("noted the failure"))  # fmt: skip
+               reply("waiting"), reply("noted the failure"))
     import threading
 
     pids: list[int] = []
@@ -163,7 +163,7 @@ def test_killed_child_gives_failure_notice_and_no_survivors(
     assert run.code == 0, run.proc.stderr
     assert run.result["children"][0]["status"] == "error"
     assert any("RLM child victim" in json.dumps(r.body) and "failed" in json.dumps(r.body)
-               for r in server.chat_requests)  # fmt: skip
+               for r in server.chat_requests)
     assert pids and not _alive(pids[0])
     leftovers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmd_has(p, str(tmp_path))]
     assert leftovers == []
@@ -183,7 +183,7 @@ def test_isolated_worktrees_do_not_clobber(tmp_path: Path, buggy_repo: Path, ser
                     "print(open('calc.py').read())"),
             ipython(f"print(await agent_message.send('{name} wrote', receiver_role='parent'))"),
             reply("done"),
-        ])  # fmt: skip
+        ])
     server.add(
         ipython("import asyncio\nhs = await asyncio.gather(rlm('write as left', name='left', worktree='isolated'),"
                 " rlm('write as right', name='right', worktree='isolated'))"),
@@ -194,7 +194,7 @@ def test_isolated_worktrees_do_not_clobber(tmp_path: Path, buggy_repo: Path, ser
                 "    print(b, subprocess.run(['git', 'show', f'{b}:calc.py'], capture_output=True, text=True).stdout)\n"
                 "print('MINE', open('calc.py').read())"),
         reply("all done"),
-    )  # fmt: skip
+    )
     run = run_prime(tmp_path, buggy_repo, server, "--keep-worktree")
     assert run.code == 0, run.proc.stderr
     final = "\n".join(_last_tool_output(r.body) for r in server.chat_requests[-1:])

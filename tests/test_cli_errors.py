@@ -75,7 +75,7 @@ def test_malformed_invocation_exits_2_and_touches_nothing(tmp_path: Path, name: 
     case = CASES[name]
     repo = make_repo(tmp_path / "repo", {
         **BUGGY, "gates/broken.toml": BROKEN_TOML, "gates/incomplete.toml": INCOMPLETE_TOML,
-    })  # fmt: skip
+    })
     plain = tmp_path / "plain"
     plain.mkdir()
     (plain / "calc.py").write_text(BUGGY["calc.py"])
@@ -94,7 +94,7 @@ def test_malformed_invocation_exits_2_and_touches_nothing(tmp_path: Path, name: 
     system_tmp = Path(tempfile.gettempdir())
     before_wt = _worktree_dirs(system_tmp)
     proc = run_cli(args, cwd=cwd, env={"TMPDIR": str(private_tmp), "OPENAI_API_KEY": "sk-test-canary",
-                                       **case.env}, timeout=60)  # fmt: skip
+                                       **case.env}, timeout=60)
 
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     for stream in (proc.stderr, proc.stdout):
@@ -141,7 +141,7 @@ def test_invalid_json_arguments_get_an_error_result_and_the_run_goes_on(
     tmp_path: Path, buggy_repo: Path, server: ScriptedServer
 ) -> None:
     server.add(reply(tool_calls=[tool_call("ipython", '{"code": "print(1)"', id="call_bad")]),
-               reply("Sorry, I will stop here."))  # fmt: skip
+               reply("Sorry, I will stop here."))
     run = run_prime(tmp_path, buggy_repo, server)
     assert run.code == 0, run.proc.stderr
     assert run.result["stop_reason"] == "completed"
@@ -158,12 +158,12 @@ def test_only_the_first_of_two_tool_calls_runs(tmp_path: Path, buggy_repo: Path,
     marker = tmp_path / "second-call-ran"
     first = "open('first.txt', 'w').write('first\\n')\nprint('first ran')"
     second = (f"open({json.dumps(str(marker))}, 'w').write('x')\n"
-              "open('second.txt', 'w').write('second\\n')\nprint('second ran')")  # fmt: skip
+              "open('second.txt', 'w').write('second\\n')\nprint('second ran')")
     server.add(
         reply(tool_calls=[tool_call("ipython", {"code": first}, id="call_one"),
                           tool_call("ipython", {"code": second}, id="call_two")]),
         reply("Done."),
-    )  # fmt: skip
+    )
     run = run_prime(tmp_path, buggy_repo, server)
     assert run.code == 0, run.proc.stderr
     assert not marker.exists(), "the second tool call was executed"

@@ -16,7 +16,7 @@ def test_long_run_compacts_and_keeps_kernel_state(tmp_path: Path, buggy_repo: Pa
     server.route(contains("compacting the working context"), [reply(summary)])
     filler = [ipython(f"print('step {i} ' + 'x' * 1500)") for i in range(14)]
     server.add(ipython("marker_value = 'kept-across-compaction'"), *filler,
-               ipython("print('VALUE', marker_value)"), reply("done"))  # fmt: skip
+               ipython("print('VALUE', marker_value)"), reply("done"))
     run = run_prime(tmp_path, buggy_repo, server, "--context-window", str(WINDOW))
     assert run.code == 0, run.proc.stderr
     bodies = [r.body for r in server.chat_requests]

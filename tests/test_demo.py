@@ -27,18 +27,18 @@ def test_demo_exits_zero_offline(tmp_path: Path) -> None:
 
 def test_wheel_contains_package_data_and_runs_demo(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                    str(tmp_path / "dist"), str(ROOT)], check=True, capture_output=True)  # fmt: skip
+                    str(tmp_path / "dist"), str(ROOT)], check=True, capture_output=True)
     wheel = next((tmp_path / "dist").glob("prime_ci-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in ("prime_ci/prompts/system.md", "prime_ci/demo/session.jsonl", "prime_ci/demo/repo/calc.py",
-                   "prime_ci/demo/repo/gitignore", "prime_ci/kernel_api/__init__.py", "prime_ci/py.typed"):  # fmt: skip
+                   "prime_ci/demo/repo/gitignore", "prime_ci/kernel_api/__init__.py", "prime_ci/py.typed"):
         assert needed in names
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
-                   check=True, capture_output=True)  # fmt: skip
+                   check=True, capture_output=True)
     env = {**os.environ, "PYTHONPATH": str(target)}
     proc = subprocess.run([sys.executable, "-m", "prime_ci", "demo", "--out", str(tmp_path / "out")], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+                          env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     result = json.loads((tmp_path / "out" / "result.json").read_text())
     assert result["success"] is True

@@ -387,7 +387,7 @@ def test_parse_refuses_entities_and_reads_bare_testsuite(tmp_path: Path) -> None
     [failure] = parse_junit_failures(bare)
     assert (failure.test, failure.kind, failure.message, failure.file, failure.line) == (
         "t1", "error", "boom", "src/a.py", 7,
-    )  # fmt: skip
+    )
 
 
 def test_gate_with_junit_reports_failures_and_ignores_stale_reports(tmp_path: Path, env: dict[str, str]) -> None:
@@ -403,7 +403,7 @@ def test_gate_with_junit_reports_failures_and_ignores_stale_reports(tmp_path: Pa
     linked = run(
         GateSpec(name="tests", command=f"touch {tmp_path}/p/.prime-ci/junit.xml; exit 1", junit=".prime-ci/out.xml"),
         project, env, tmp_path / "l3",
-    )  # fmt: skip
+    )
     assert len(linked.failures) == 2
 
 
@@ -411,7 +411,7 @@ def _result(name: str, passed: bool, **kw: object) -> GateResult:
     fields: dict[str, object] = dict(
         name=name, command=f"run-{name}", passed=passed, exit_code=0 if passed else 1, timed_out=False,
         output="", output_bytes=0, duration_s=1.23456, attempts=1, flaky=False, log_path=Path("/nonexistent.log"),
-    )  # fmt: skip
+    )
     fields.update(kw)
     return GateResult(**fields)  # type: ignore[arg-type]
 
@@ -477,7 +477,7 @@ def test_feedback_names_every_failing_gate_and_failing_tests(tmp_path: Path, env
     assert len(message) <= 6000
     for needle in ("tests", "lint", "exit code 1", "exit code 3", "test_sample.py::test_alpha",
                    "test_sample.py::test_beta", "gates/tests.log", "gates/lint.log", "gates.last",
-                   "LINT-HEAD", "LINT-TAIL", "elided"):  # fmt: skip
+                   "LINT-HEAD", "LINT-TAIL", "elided"):
         assert needle in message, needle
     assert "## gate fine" not in message
     elided = [int(n) for n in re.findall(r"\[\.\.\. (\d+) bytes elided", message)]
@@ -576,7 +576,7 @@ def test_benchmark_threshold(tmp_path: Path) -> None:
     assert regress.returncode == 1 and "20.0% worse than the baseline 100" in regress.stderr
     assert _bench(str(data), "results.mean_ms", "--baseline", str(base), "--max-regression", "25").returncode == 0
     ops = _bench(str(data), "benchmarks.0.stats.ops", "--higher-is-better", "--baseline", str(base),
-                 "--max-regression", "5")  # fmt: skip
+                 "--max-regression", "5")
     assert ops.returncode == 1 and "10.0% worse" in ops.stderr
     missing = _bench(str(data), "results.nope", "--max", "1")
     assert missing.returncode == 2 and "results.nope" in missing.stderr

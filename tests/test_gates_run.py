@@ -42,7 +42,7 @@ def test_two_failing_gates_fed_back_bounded_with_full_logs(tmp_path: Path, serve
         tmp_path, repo, server, "--max-gate-retries", "1",
         "--gate", BIG + "python -m pytest -q test_calc.py",
         "--gate", BIG + "python -m pytest -q test_more.py",
-    )  # fmt: skip
+    )
     assert run.code == 1, run.proc.stderr
     assert run.result["stop_reason"] == "gates_failed"
     first, second = server.chat_requests[0].body, server.chat_requests[1].body
@@ -63,7 +63,7 @@ def test_cell_reads_full_gate_output(tmp_path: Path, buggy_repo: Path, server: S
         reply("stop"),
     )
     run = run_prime(tmp_path, buggy_repo, server, "--max-gate-retries", "1",
-                    "--gate", "python -c \"print('y' * 3_000_000)\"; python -m pytest -q")  # fmt: skip
+                    "--gate", "python -c \"print('y' * 3_000_000)\"; python -m pytest -q")
     assert run.code == 1
     assert "True True True" in server.chat_requests[2].body["messages"][-1]["content"]
 
@@ -72,7 +72,7 @@ def test_unchanged_workspace_is_not_rerun(tmp_path: Path, buggy_repo: Path, serv
     counter = tmp_path / "counter"
     server.add(reply("done"), reply("still done"), reply("really done"))
     run = run_prime(tmp_path, buggy_repo, server, "--max-gate-retries", "2",
-                    "--gate", f"echo run >> {counter}; python -m pytest -q")  # fmt: skip
+                    "--gate", f"echo run >> {counter}; python -m pytest -q")
     assert run.code == 1 and run.result["stop_reason"] == "gates_failed"
     assert counter.read_text().count("run") == 1, "gates reran on an unchanged workspace"
     assert len(server.chat_requests) == 3
@@ -85,7 +85,7 @@ def test_flaky_gate_is_reported_and_run_completes(tmp_path: Path, buggy_repo: Pa
     flip = tmp_path / "flip"
     gates = tmp_path / "gates.toml"
     gates.write_text(f'[[gate]]\nname = "flaky"\ncommand = "test -e {flip} || {{ touch {flip}; exit 1; }}"\n'
-                     'reruns = 2\n')  # fmt: skip
+                     'reruns = 2\n')
     server.add(reply("nothing to do"))
     run = run_prime(tmp_path, buggy_repo, server, "--gates-file", str(gates))
     assert run.code == 0, run.proc.stderr
@@ -138,7 +138,7 @@ def test_gates_from_base_ignores_head_edit(tmp_path: Path, server: ScriptedServe
     weak = run_prime(tmp_path, repo, server, "--gates-file", "ci/gates.toml")
     assert weak.code == 0 and weak.result["gates"][0]["command"] == "true"
     strict = run_prime(tmp_path, repo, server, "--gates-file", "ci/gates.toml", "--gates-from", base,
-                       "--max-gate-retries", "0")  # fmt: skip
+                       "--max-gate-retries", "0")
     assert strict.code == 1
     assert strict.result["gates"][0]["command"] == "python -m pytest -q"
 
@@ -147,7 +147,7 @@ def test_junit_read_back_by_junitparser(tmp_path: Path, server: ScriptedServer) 
     repo = make_repo(tmp_path / "repo", TWO_FAILING)
     server.add(reply("done"))
     run = run_prime(tmp_path, repo, server, "--max-gate-retries", "0", "--gate", "python -m pytest -q test_calc.py",
-                    "--gate", "true")  # fmt: skip
+                    "--gate", "true")
     assert run.code == 1
     cases = {c.name: c for suite in JUnitXml.fromfile(str(run.out / "junit.xml")) for c in suite}
     assert set(cases) == {"pytest", "true"}
@@ -160,7 +160,7 @@ def test_gates_command_alone(tmp_path: Path, buggy_repo: Path) -> None:
 
     junit = tmp_path / "g.xml"
     proc = run_cli(["gates", "--gate", "python -m pytest -q", "--gate", "true", "--junit", str(junit),
-                    "--logs", str(tmp_path / "logs")], cwd=buggy_repo)  # fmt: skip
+                    "--logs", str(tmp_path / "logs")], cwd=buggy_repo)
     assert proc.returncode == 1
     assert "gate pytest: FAIL" in proc.stderr and "gate true: pass" in proc.stderr
     assert "test_add" in (tmp_path / "logs" / "pytest.log").read_text()

@@ -15,7 +15,7 @@ def test_kernel_killed_mid_run_is_restored(tmp_path: Path, buggy_repo: Path, ser
         ipython("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"),
         ipython("print('after', bump(answer), json.dumps([1]), type(box).__name__)"),
         reply("done"),
-    )  # fmt: skip
+    )
     run = run_prime(tmp_path, buggy_repo, server)
     assert run.code == 0, run.proc.stderr
     died = server.chat_requests[2].body["messages"][-1]["content"]

@@ -157,7 +157,7 @@ def test_max_wall_interrupts_a_sleeping_cell(tmp_path: Path, buggy_repo: Path, s
     server.add(ipython("import time; time.sleep(600)"))
     started = time.monotonic()
     run = run_prime(tmp_path, buggy_repo, server, "--max-wall", "15s", "--cell-timeout", "10m",
-                    "--gate", "python -m pytest -q", timeout=90)  # fmt: skip
+                    "--gate", "python -m pytest -q", timeout=90)
     elapsed = time.monotonic() - started
     assert elapsed < 25, f"prime-ci took {elapsed:.1f}s to stop with --max-wall 15s"
     assert_stopped(run, 3, "max_wall")

@@ -27,13 +27,13 @@ needs_sandbox = pytest.mark.skipif(not SANDBOX, reason="bubblewrap cannot run on
 def encodings(value: str) -> dict[str, str]:
     raw = value.encode()
     return {"raw": value, "base64": base64.b64encode(raw).decode(), "hex": raw.hex(), "reversed": value[::-1],
-            "url": quote(value + "/x", safe="")[:-4], "json": json.dumps(value)[1:-1]}  # fmt: skip
+            "url": quote(value + "/x", safe="")[:-4], "json": json.dumps(value)[1:-1]}
 
 
 def hits(root: Path, extra: list[bytes] = ()) -> list[str]:  # type: ignore[assignment]
     """Every (file, canary encoding) pair found under root; symlinks not followed."""
     needles = [(f"{name}:{kind}", enc.encode()) for name, value in CANARIES.items()
-               for kind, enc in encodings(value).items()] + [("extra", e) for e in extra]  # fmt: skip
+               for kind, enc in encodings(value).items()] + [("extra", e) for e in extra]
     found = []
     for dirpath, _dirs, files in os.walk(root):
         for fname in files:
@@ -67,7 +67,7 @@ def test_canaries_unreachable_from_kernel_gates_and_children(
     tmp_path: Path, buggy_repo: Path, server: ScriptedServer
 ) -> None:
     server.route(contains("child probe"), [ipython(PROBE_CELL), ipython(
-        "print(await agent_message.send('probed', receiver_role='parent'))"), reply("done")])  # fmt: skip
+        "print(await agent_message.send('probed', receiver_role='parent'))"), reply("done")])
     server.add(ipython(PROBE_CELL), ipython("await rlm('child probe', name='prober')"), reply("wait"), reply("done"))
     gate = "env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; true"
     run = run_prime(tmp_path, buggy_repo, server, "--gate", gate, env=CANARIES)
@@ -132,7 +132,7 @@ def test_exfiltration_attempts_leave_no_canary(
     if channel == "child-message":
         relay = ipython(define + "\nprint(await agent_message.send(' '.join(VALUES), receiver_role='parent'))")
         server.route(contains("relay these"), [ipython(define + "\nfor v in VALUES:\n    print(v)"), relay,
-                                               reply(" ".join(values))])  # fmt: skip
+                                               reply(" ".join(values))])
     steps = [ipython(define + "\n" + code)] if code else []
     server.add(*steps, reply("wait" if channel == "child-message" else "here: " + " ".join(values)), reply("done"))
     gate = "cat leak.txt 2>/dev/null; true"
@@ -158,7 +158,7 @@ def test_planted_fsmonitor_and_symlinks_do_nothing(tmp_path: Path, server: Scrip
     # the model plants the same in the worktree's git config and adds more symlinks
     plant = (f"import subprocess, os\nsubprocess.run(['git', 'config', 'core.fsmonitor', {str(hook)!r}])\n"
              "os.symlink('/root', 'home-link')\nos.symlink('../../../../etc/shadow', 'shadow-link')\n"
-             "open('calc.py', 'a').write('# touched\\n')")  # fmt: skip
+             "open('calc.py', 'a').write('# touched\\n')")
     server.add(ipython(plant), reply("done"))
     run = run_prime(tmp_path, repo, server, "--gate", "python -m pytest -q || true")
     assert run.code == 0, run.proc.stderr

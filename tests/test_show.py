@@ -11,13 +11,13 @@ from prime_ci.session import SessionLog
 def test_show_renders_children_and_torn_tail(tmp_path: Path) -> None:
     root = SessionLog.create(tmp_path / "session.jsonl", cwd="/work")
     root.message("assistant", [{"type": "text", "text": "spawning"},
-                               {"type": "toolCall", "id": "c1", "name": "ipython", "arguments": {"code": "x = 1"}}])  # fmt: skip
+                               {"type": "toolCall", "id": "c1", "name": "ipython", "arguments": {"code": "x = 1"}}])
     root.message("toolResult", [{"type": "text", "text": "ROOT-RESULT"}], toolCallId="c1", toolName="ipython",
-                 isError=False)  # fmt: skip
+                 isError=False)
     root.custom("prime_ci.stop", {"stop_reason": "completed", "exit_code": 0})
     root.close()
     child = SessionLog.create(tmp_path / "children" / "worker" / "session.jsonl", cwd="/work",
-                              parent_session=str(tmp_path / "session.jsonl"), depth=1)  # fmt: skip
+                              parent_session=str(tmp_path / "session.jsonl"), depth=1)
     child.custom_message("agent_message", "[task from parent]\n\nCHILD-TASK")
     child.close()
     with open(tmp_path / "session.jsonl", "ab") as fh:

@@ -33,7 +33,7 @@ def _marked_alive(marker: str) -> list[int]:
     ("phase", "sig", "code"),
     [("model", signal.SIGTERM, 143), ("cell", signal.SIGTERM, 143), ("gate", signal.SIGTERM, 143),
      ("cell", signal.SIGINT, 130), ("model", signal.SIGHUP, 143)],
-)  # fmt: skip
+)
 def test_signal_stops_cleanly(phase: str, sig: int, code: int, tmp_path: Path, buggy_repo: Path) -> None:
     marker = f"{time.time_ns() % 10**9}.25"
     steps = {
@@ -41,18 +41,18 @@ def test_signal_stops_cleanly(phase: str, sig: int, code: int, tmp_path: Path, b
         "cell": [ipython(f"import subprocess\nsubprocess.Popen(['setsid', 'sleep', '{marker}'])\n"
                          f"subprocess.run(['sleep', '{marker}'])")],
         "gate": [reply("done")],
-    }[phase]  # fmt: skip
+    }[phase]
     gate = ["--gate", f"sleep {marker}"] if phase == "gate" else []
     out = tmp_path / "out"
     with ScriptedServer(steps) as server:
         env = {**os.environ, "OPENAI_API_KEY": "sk-test"}
         proc = subprocess.Popen([PRIME_CI, "run", str(buggy_repo), "--task", "t", "--model", "openai/x",
                                  "--api-base", server.url, "--out", str(out), *gate], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             busy = {"model": len(server.chat_requests) >= 1, "cell": bool(_marked_alive(marker)),
-                    "gate": bool(_marked_alive(marker))}[phase]  # fmt: skip
+                    "gate": bool(_marked_alive(marker))}[phase]
             if busy:
                 break
             time.sleep(0.1)

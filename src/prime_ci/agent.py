@@ -133,7 +133,7 @@ class Agent:
         assert self.compactor is not None
         focus, self.compact_requested, self.compact_focus = self.compact_focus, False, None
         done = await self.compactor.compact(self.conversation.messages, self.conversation.ids, focus=focus,
-                                            kernel_names=self.kernel.user_names)  # fmt: skip
+                                            kernel_names=self.kernel.user_names)
         if done is not None:
             self.conversation.replace(*done)
             if self.progress is not None:
@@ -155,15 +155,15 @@ class Agent:
             self.last_text = reply.text
         parts: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
         parts += [{"type": "toolCall", "id": c.id, "name": c.name, "arguments": _args_for_log(c)}
-                  for c in reply.tool_calls]  # fmt: skip
+                  for c in reply.tool_calls]
         usage = {"input": reply.usage.prompt_tokens, "output": reply.usage.completion_tokens,
                  "cacheRead": 0, "cacheWrite": 0, "totalTokens": reply.usage.total_tokens,
-                 "cost": {"total": reply.cost_usd or 0.0}}  # fmt: skip
+                 "cost": {"total": reply.cost_usd or 0.0}}
         provider, _, model = reply.model.partition("/")
         eid = self.log.message(
             "assistant", parts, api="openai-completions", provider=provider, model=model or provider,
             usage=usage, stopReason="toolUse" if reply.tool_calls else _stop_reason(reply.finish_reason),
-        )  # fmt: skip
+        )
         self.log.custom("prime_ci.usage", {**self.budget.usage(), "attempts": reply.attempts})
         message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
         if reply.tool_calls:
@@ -191,7 +191,7 @@ class Agent:
                 await self.on_cell(code, result)
         for call in extra:
             self._tool_result(call, "Error: only one tool call per turn is executed; this one was not run.",
-                              is_error=True)  # fmt: skip
+                              is_error=True)
         for note in self.budget.warnings():
             self.say("prime_ci.budget_note", note)
         if self._malformed >= MAX_MALFORMED:
@@ -202,11 +202,11 @@ class Agent:
         details = None if cell is None else {
             "status": cell.status, "chars": cell.chars, "duration_s": round(cell.duration_s, 3),
             "restarted": cell.restarted,
-        }  # fmt: skip
+        }
         eid = self.log.message(
             "toolResult", [{"type": "text", "text": text}], toolCallId=call.id, toolName=call.name,
             isError=is_error, **({"details": details} if details else {}),
-        )  # fmt: skip
+        )
         self.conversation.add({"role": "tool", "tool_call_id": call.id, "content": text}, eid)
 
 

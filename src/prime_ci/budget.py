@@ -109,10 +109,10 @@ class Budget:
              f"{self.total_tokens}/{self.limits.max_tokens} tokens"),
             ("wall", self.elapsed() / self.limits.max_wall,
              f"{self.elapsed():.0f}s/{self.limits.max_wall:.0f}s wall clock"),
-        ]  # fmt: skip
+        ]
         if self.limits.max_cost:
             used.append(("cost", self.cost_usd / self.limits.max_cost,
-                         f"${self.cost_usd:.4f}/${self.limits.max_cost:.2f}"))  # fmt: skip
+                         f"${self.cost_usd:.4f}/${self.limits.max_cost:.2f}"))
         notes = []
         for name, frac, text in used:
             crossed = [t for t in WARN_AT if frac >= t and (name, t) not in self.warned]

@@ -87,7 +87,7 @@ class Host:
         spec = self.spec
         session_dir = self.session_dir
         log = SessionLog.create(session_dir / "session.jsonl", cwd=spec["cwd"], parent_session=spec["parent_session"],
-                                depth=spec["depth"])  # fmt: skip
+                                depth=spec["depth"])
         own = bridge.Bridge()
         for op in FORWARDED:
             own.register(op, self._forwarder(op))
@@ -101,7 +101,7 @@ class Host:
             sandbox.writable += [spec["cwd"], str(scratch), str(own.path.parent)]
         kernel = Kernel(KernelConfig(cwd=Path(spec["cwd"]), env=env, run_dir=scratch, preload=PRELOAD,
                                      snapshot_dir=scratch / "state",
-                                     wrap=sandbox.wrap if sandbox else None))  # fmt: skip
+                                     wrap=sandbox.wrap if sandbox else None))
         loop = asyncio.get_running_loop()
         main = asyncio.current_task()
         assert main is not None
@@ -113,7 +113,7 @@ class Host:
             await self.root("child.event", kind="kernel", pid=kernel.pid)
             budget = Budget(Limits(max_turns=int(spec["max_turns"])))
             self.agent = Agent(self, kernel, budget, log, self.turn_end, float(spec["cell_timeout"]),
-                               inbox=self.inbox)  # fmt: skip
+                               inbox=self.inbox)
             self.agent.conversation.add({"role": "system",
                                          "content": base_prompt() + child_section(spec["name"], spec["depth"])})
             self.agent.say("agent_message", f"[task from parent]\n\n{spec['task']}", {"id": f"spawn:{spec['id']}"})

@@ -114,7 +114,7 @@ class Family:
         task, name, model_name = str(request["task"]), request.get("name"), request.get("model")
         if parent.depth >= self.max_depth:
             raise Refused(f"rlm depth limit: an agent at depth {parent.depth} may not spawn (--max-depth "
-                          f"{self.max_depth})")  # fmt: skip
+                          f"{self.max_depth})")
         child_id = f"sub-{secrets.token_hex(4)}"
         name = str(name) if name is not None else f"{_slug(task)}-{child_id[4:8]}"
         if not NAME.match(name) or name in ("all", "root", "parent"):
@@ -128,7 +128,7 @@ class Family:
         session_dir = self.out / "children" / (name if not (self.out / "children" / name).exists() else child_id)
         session_dir.mkdir(parents=True)
         member = Member(child_id, name, parent.id, parent.depth + 1, model.name, session_dir,
-                        token=secrets.token_hex(16))  # fmt: skip
+                        token=secrets.token_hex(16))
         cwd = self.worktree.path
         if request.get("worktree") == "isolated":
             cwd, member.branch = await asyncio.to_thread(self._isolated_worktree, name, child_id)
@@ -138,20 +138,20 @@ class Family:
                 "parent_session": str(parent_session), "max_turns": self.child_turns,
                 "cell_timeout": self.cell_timeout, "branch": member.branch,
                 "scratch": str(self.worktree.root / "child-runs" / child_id),
-                "sandbox": self.sandbox.to_json() if self.sandbox else None}  # fmt: skip
+                "sandbox": self.sandbox.to_json() if self.sandbox else None}
         (session_dir / "spec.json").write_text(json.dumps(spec))
         log = open(session_dir / "child.log", "ab")  # noqa: SIM115 - inherited by the child process
         try:
             member.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "prime_ci", "child", str(session_dir / "spec.json"),
                 env=self.env, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-            )  # fmt: skip
+            )
         finally:
             log.close()
         self.members[child_id] = member
         self.monitors.append(asyncio.create_task(self._monitor(member)))
         self.root_log.custom("prime_ci.child", {"event": "spawned", **member.handle(), "parent": parent.id,
-                                                "depth": member.depth, "branch": member.branch})  # fmt: skip
+                                                "depth": member.depth, "branch": member.branch})
         self.say(f"spawned child {name} ({child_id}) at depth {member.depth}")
         return member.handle()
 
@@ -205,7 +205,7 @@ class Family:
                     f"Last assistant text: {preview or '(none)'}",
                     {"kind": "completed_without_reply", "childId": member.id, "sessionName": member.name,
                      "lastAssistantTextPreview": preview},
-                )  # fmt: skip
+                )
             member.replied = False
         elif kind == "stopped":
             member.status = "completed"
@@ -230,7 +230,7 @@ class Family:
             reply = await self._model_for(member.model).complete(
                 messages, request["tools"], max_tokens=min(reservation[0], int(request["max_tokens"])),
                 timeout=max(1.0, min(600.0, self.budget.wall_left())),
-            )  # fmt: skip
+            )
         finally:
             self.budget.release(reservation[1])
         self.budget.charge(reply.usage.prompt_tokens, reply.usage.completion_tokens, reply.cost_usd, root=False)
@@ -240,16 +240,16 @@ class Family:
         usage = {"input": reply.usage.prompt_tokens, "output": reply.usage.completion_tokens,
                  "totalTokens": reply.usage.total_tokens, "cost": {"total": reply.cost_usd or 0.0}}
         aggregate = {"input": self.budget.prompt_tokens, "output": self.budget.completion_tokens,
-                     "totalTokens": self.budget.total_tokens}  # fmt: skip
+                     "totalTokens": self.budget.total_tokens}
         self.root_log.append("child_usage_attributed", targetId=self.root_log.last_id, childUsage=usage,
                              aggregateUsage=aggregate, origin="spawn_task", childId=member.id,
-                             childName=member.name)  # fmt: skip
+                             childName=member.name)
         return {"text": reply.text, "finish_reason": reply.finish_reason, "model": reply.model,
                 "cost_usd": reply.cost_usd, "attempts": reply.attempts,
                 "usage": {"prompt_tokens": reply.usage.prompt_tokens,
                           "completion_tokens": reply.usage.completion_tokens},
                 "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
-                               for c in reply.tool_calls]}  # fmt: skip
+                               for c in reply.tool_calls]}
 
     # -- messages ---------------------------------------------------------------------------------------
     async def send(self, request: dict[str, Any]) -> Any:
@@ -272,12 +272,12 @@ class Family:
         delivered = target.waiting
         body = f"[from {relation}:{sender.name}]\n{text}" if relation != "parent" else f"[from parent]\n{text}"
         self._enqueue(target, ("agent_message", body, {"id": msg_id, "from": sender.id, "fromName": sender.name,
-                                                       "fromRelationship": relation, "target": target.id}))  # fmt: skip
+                                                       "fromRelationship": relation, "target": target.id}))
         if target.id == sender.parent:
             sender.replied = True
         stamp = datetime.now(UTC).isoformat()
         return {"id": msg_id, "deliveryStatus": "delivered" if delivered else "queued",
-                "deliveredAt" if delivered else "queuedAt": stamp, "target": target.name}  # fmt: skip
+                "deliveredAt" if delivered else "queuedAt": stamp, "target": target.name}
 
     def _resolve(self, sender: Member, role: Any, name: Any) -> tuple[Member, str]:
         if role == "parent":
@@ -292,7 +292,7 @@ class Family:
             raise Refused(f"agent_message: receiver_name is required for a {role}")
         pool = self.children_of(sender) if role == "child" else [
             m for m in self.members.values() if m.parent == sender.parent and m.id != sender.id and m.parent
-        ]  # fmt: skip
+        ]
         for member in pool:
             if member.name == name or member.id == name:
                 if member.status in ("completed", "error"):
@@ -380,7 +380,7 @@ class Family:
         return [{"name": m.name, "id": m.id, "status": m.status, "session": str(m.session_dir / "session.jsonl"),
                  "depth": m.depth, "model": m.model, "model_calls": m.calls,
                  "total_tokens": m.prompt_tokens + m.completion_tokens, "branch": m.branch}
-                for m in self.members.values() if m.parent]  # fmt: skip
+                for m in self.members.values() if m.parent]
 
 
 def _signal_group(proc: asyncio.subprocess.Process | None, sig: int) -> None:

@@ -40,7 +40,7 @@ def _finish(result: dict[str, Any], as_json: bool) -> int:
     color = "green" if code == 0 else "red"
     usage = result["usage"]
     _say(f"[bold {color}]{result['stop_reason']}[/] (exit {code}) · {usage['turns']} turns · "
-         f"{usage['total_tokens']} tokens · {result['wall_s']:.1f}s · artifacts: {result['out_dir']}")  # fmt: skip
+         f"{usage['total_tokens']} tokens · {result['wall_s']:.1f}s · artifacts: {result['out_dir']}")
     if as_json:
         click.echo(json.dumps(result, indent=2))
     return code
@@ -167,7 +167,7 @@ def gates(
     for r in results:
         state = "pass" if r.passed else ("timeout" if r.timed_out else "FAIL")
         _say(f"gate {r.name}: {state}{' (flaky)' if r.flaky else ''} exit {r.exit_code} in {r.duration_s:.1f}s "
-             f"-> {r.log_path}")  # fmt: skip
+             f"-> {r.log_path}")
     if junit is not None:
         write_gates_junit(results, junit)
     if os.environ.get("GITHUB_ACTIONS") == "true":
@@ -202,7 +202,7 @@ def _echo_diff(store: Any, changeset: Any) -> None:
 
 
 HARNESS_DIR = click.option("--harness", "harness_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-                           help="Harness state directory.")  # fmt: skip
+                           help="Harness state directory.")
 HARNESS_KINDS = click.Choice(["prompt", "memory", "skill", "subagent"])
 
 
@@ -288,7 +288,7 @@ def harness_trust(kind: str, name: str, harness_dir: Path) -> int:
 @click.option("--propose-to", type=click.Path(dir_okay=False, path_type=Path), help="Write a PR body here.")
 @click.option("--untrusted", is_flag=True, help="The session read untrusted input: new entries are untrusted.")
 def refine_cmd(session: Path, harness_dir: Path, model: str | None, api_base: str | None, instructions: str | None,
-               propose_to: Path | None, untrusted: bool) -> int:  # fmt: skip
+               propose_to: Path | None, untrusted: bool) -> int:
     """Refine the harness from a finished session (one model call); print the diff."""
     import asyncio
 
@@ -305,17 +305,17 @@ def refine_cmd(session: Path, harness_dir: Path, model: str | None, api_base: st
     parsed = read_session(session)
     trust = "untrusted" if untrusted or session_untrusted(parsed) else "trusted"
     outcome = asyncio.run(refine(make_model(model, api_base=api_base), store, session, instructions=instructions,
-                                 source_run=session_run_id(parsed, session), trust=trust))  # fmt: skip
+                                 source_run=session_run_id(parsed, session), trust=trust))
     if outcome.changeset is None:
         _say(f"[red]plan rejected[/]: {escape(outcome.reason or '')} (recorded as {outcome.rejection_id} in "
-             f"{escape(str(store.rejected_path))})")  # fmt: skip
+             f"{escape(str(store.rejected_path))})")
         return 1
     cs = outcome.changeset
     _echo_diff(store, cs)
     if propose_to is not None:
         write_pr_body(propose_to, [cs], cs.rationale)
     _say(f"applied {cs.id} ({len(cs.ops)} ops, {trust}); undo with: prime-ci harness rollback {cs.id} "
-         f"--harness {escape(str(harness_dir))}")  # fmt: skip
+         f"--harness {escape(str(harness_dir))}")
     return 0
 
 

@@ -71,7 +71,7 @@ class Compactor:
     def status(self, chars: int) -> dict[str, Any]:
         tokens = estimate_tokens(chars)
         return {"tokens": tokens, "context_window": self.window, "percent": round(100 * tokens / self.window, 1),
-                "threshold_percent": round(100 * self.threshold)}  # fmt: skip
+                "threshold_percent": round(100 * self.threshold)}
 
     def cut_index(self, messages: list[dict[str, Any]], start: int) -> int | None:
         """First message kept verbatim: recent messages within the keep share, never a tool result."""
@@ -98,27 +98,27 @@ class Compactor:
             return None
         prompt = INSTRUCTIONS + (f"\n\nFocus especially on: {focus}" if focus else "")
         request = [{"role": "system", "content": prompt},
-                   {"role": "user", "content": _serialize(messages[head:cut], TRANSCRIPT_CHARS)}]  # fmt: skip
+                   {"role": "user", "content": _serialize(messages[head:cut], TRANSCRIPT_CHARS)}]
         tokens_before = estimate_tokens(sum(len(json.dumps(m, ensure_ascii=False)) for m in messages))
         reservation = self.budget.reserve(sum(len(m["content"]) for m in request))
         if reservation is None:
             return None
         try:
             reply = await self.model.complete(request, [], max_tokens=min(SUMMARY_TOKENS, reservation[0]),
-                                              timeout=max(1.0, min(600.0, self.budget.wall_left())))  # fmt: skip
+                                              timeout=max(1.0, min(600.0, self.budget.wall_left())))
         finally:
             self.budget.release(reservation[1])
         self.budget.charge(reply.usage.prompt_tokens, reply.usage.completion_tokens, reply.cost_usd, root=False)
         names = await kernel_names()
         summary = reply.text.strip() or "(the summarizer returned nothing)"
         reminder = ("\n\nThe Python kernel was not restarted: these variables are still defined: "
-                    + (", ".join(names[:200]) if names else "(none)"))  # fmt: skip
+                    + (", ".join(names[:200]) if names else "(none)"))
         text = ("The conversation history before this point was compacted into the following summary:\n"
-                f"<summary>\n{summary}\n</summary>{reminder}")  # fmt: skip
+                f"<summary>\n{summary}\n</summary>{reminder}")
         first_kept = next((i for i in ids[cut:] if i), None)
         details = {"focus": focus, "kernelNames": names[:200], "messagesSummarized": cut - head}
         self.log.append("compaction", summary=summary, firstKeptEntryId=first_kept, tokensBefore=tokens_before,
-                        details=details)  # fmt: skip
+                        details=details)
         eid = self.log.custom_message("compaction_summary", text)
         return ([*messages[:head], {"role": "user", "content": text}, *messages[cut:]],
-                [*ids[:head], eid, *ids[cut:]])  # fmt: skip
+                [*ids[:head], eid, *ids[cut:]])

@@ -46,7 +46,7 @@ MAX_JUNIT_BYTES = 50 * 1024 * 1024
 DEFAULT_EXCLUDES = (
     ".prime-ci", ".pytest_cache", ".mypy_cache", ".ruff_cache",
     ":(exclude,glob)**/__pycache__/**",
-)  # fmt: skip
+)
 
 _NAME = r"^[A-Za-z0-9._-]+$"
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -341,7 +341,7 @@ async def _attempt(
             proc = await asyncio.create_subprocess_exec(
                 *launcher, "bash", "-c", spec.command, cwd=cwd, env=full_env, stdin=asyncio.subprocess.DEVNULL,
                 stdout=write_fd, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+            )
         except BaseException:
             transport.close()
             raise
@@ -515,7 +515,7 @@ def _digest_untracked(root_fd: int, rel: bytes) -> bytes:
 def workspace_fingerprint(wt: Worktree, exclude: list[str]) -> str:
     """sha256 over HEAD, status, the binary diff against HEAD and every untracked file's content."""
     specs = ["--", ".", *(p if p.startswith(":(") else f":(exclude){p}" for p in
-             (*DEFAULT_EXCLUDES, *wt.excludes, *exclude))]  # fmt: skip
+             (*DEFAULT_EXCLUDES, *wt.excludes, *exclude))]
     digest = hashlib.sha256()
     head = wt.git(["rev-parse", "--verify", "--quiet", "HEAD"], check=False).stdout
     status = wt.git(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", *specs]).stdout

@@ -37,7 +37,7 @@ class Judge:
     async def run_round(self, only: str | None = None) -> list[GateResult]:
         async with self._lock:
             results = await run_gates(self.specs, cwd=self.worktree.path, env=self.env, log_dir=self.log_dir,
-                                      only=only, launcher=self.launcher)  # fmt: skip
+                                      only=only, launcher=self.launcher)
             self.rounds += 1
             if only is None:
                 self.last = results
@@ -45,7 +45,7 @@ class Judge:
                 self.last = [r for r in self.last if r.name != only] + results
             self._last_fingerprint = workspace_fingerprint(self.worktree, self.exclude)
             self.log.custom("prime_ci.gate", {"round": self.rounds, "on_demand": only is not None,
-                                              "results": [r.to_dict() for r in results]})  # fmt: skip
+                                              "results": [r.to_dict() for r in results]})
             return results
 
     def passed(self) -> bool:

@@ -138,7 +138,7 @@ class Kernel:
             self.config.python, "-m", "ipykernel_launcher", "-f", str(connection_file),
             "--IPKernelApp.parent_handle=0", "--HistoryManager.enabled=False",
             "--InteractiveShell.colors=nocolor", "--IPKernelApp.quiet=True",
-        ]  # fmt: skip
+        ]
         return self.config.wrap(argv) if self.config.wrap else argv
 
     async def start(self, timeout: float = 60.0) -> None:
@@ -234,14 +234,14 @@ class Kernel:
         """Save user variables in the kernel; not awaited: it runs while the model thinks."""
         assert self.client is not None
         code = (f"import prime_ci.kernel_api.snapshot as _s\n_s.save(get_ipython().user_ns, "
-                f"{str(self.config.snapshot_dir)!r}, set(get_ipython().user_ns_hidden))\ndel _s")  # fmt: skip
+                f"{str(self.config.snapshot_dir)!r}, set(get_ipython().user_ns_hidden))\ndel _s")
         self.client.execute(code, silent=True, store_history=False, allow_stdin=False)
 
     async def _restore(self) -> str:
         if self.config.snapshot_dir is None:
             return "its variables were lost"
         code = (f"import json, prime_ci.kernel_api.snapshot as _s\nprint(json.dumps(_s.restore(get_ipython().user_ns, "
-                f"{str(self.config.snapshot_dir)!r})))\ndel _s")  # fmt: skip
+                f"{str(self.config.snapshot_dir)!r})))\ndel _s")
         result = await self.execute(code, timeout=60, silent=True)
         try:
             info = json.loads(result.text.strip().splitlines()[-1])
@@ -254,14 +254,14 @@ class Kernel:
     async def user_names(self) -> list[str]:
         """Names the model defined in the kernel (for the reminder after a compaction)."""
         code = ("import json as _j\n_h = get_ipython().user_ns_hidden\nprint(_j.dumps(sorted(n for n in "
-                "get_ipython().user_ns if not n.startswith('_') and n not in _h)))\ndel _j, _h")  # fmt: skip
+                "get_ipython().user_ns if not n.startswith('_') and n not in _h)))\ndel _j, _h")
         result = await self.execute(code, timeout=30, silent=True)
         try:
             names: list[str] = json.loads(result.text.strip().splitlines()[-1])
         except (ValueError, IndexError):
             return []
         return [n for n in names if n not in ("gates", "goal", "rlm", "agent_message", "harness", "refine",
-                                              "compact", "history")]  # fmt: skip
+                                              "compact", "history")]
 
     async def interrupt(self) -> None:
         if self.client is None:
@@ -361,12 +361,12 @@ def _collect(kind: str, content: dict[str, Any], out: BoundedText, outputs: list
             out.add(text if text.endswith("\n") else text + "\n")
         outputs.append({"output_type": kind, "data": {"text/plain": text}, **(
             {"execution_count": content.get("execution_count")} if kind == "execute_result" else {}
-        )})  # fmt: skip
+        )})
     elif kind == "error":
         tb = strip_ansi("\n".join(content.get("traceback", [])))
         out.add(tb + "\n")
         outputs.append({"output_type": "error", "ename": content.get("ename", ""),
-                        "evalue": content.get("evalue", ""), "traceback": content.get("traceback", [])})  # fmt: skip
+                        "evalue": content.get("evalue", ""), "traceback": content.get("traceback", [])})
         return f"{content.get('ename', 'Error')}: {content.get('evalue', '')}"
     return None
 

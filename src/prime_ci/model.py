@@ -160,7 +160,7 @@ class LiteLLMModel:
                         timeout=remaining, **self._kwargs(),
                     ),
                     timeout=remaining,
-                )  # fmt: skip
+                )
             except TimeoutError:
                 errors.append(f"attempt {attempt}: no complete answer within {remaining:.0f}s")
                 delay = self._backoff(attempt, None)

@@ -20,7 +20,7 @@ from prime_ci.worktree import Worktree
 
 ALWAYS = (".github/workflows/*", ".github/workflows/**", "conftest.py", "**/conftest.py", "pytest.ini",
           "**/pytest.ini", "sitecustomize.py", "**/sitecustomize.py", "usercustomize.py", "**/usercustomize.py",
-          "*.pth", "**/*.pth", ".prime-ci/gates*", "action.yml", "action.yaml")  # fmt: skip
+          "*.pth", "**/*.pth", ".prime-ci/gates*", "action.yml", "action.yaml")
 TEST_FILES = ("test_*.py", "*_test.py", "tests/**", "test/**", "**/tests/**", "**/test/**")
 
 

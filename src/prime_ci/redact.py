@@ -26,7 +26,7 @@ _values: set[str] = set()
 def variants(value: str) -> set[str]:
     raw = value.encode()
     out = {value, value[::-1], raw.hex(), raw.hex().upper(), quote(value, safe=""), quote_plus(value),
-           json.dumps(value)[1:-1]}  # fmt: skip
+           json.dumps(value)[1:-1]}
     for shift in range(3):
         # base64 of the value at each alignment inside a longer string: drop the edge characters that
         # depend on the neighbours

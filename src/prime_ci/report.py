@@ -16,7 +16,7 @@ EXIT_CODES = {
     "completed": 0, "gates_failed": 1, "max_turns": 3, "max_tokens": 3, "max_wall": 3, "max_cost": 3,
     "model_error": 4, "sandbox_unavailable": 5, "persistence_error": 6, "security_stop": 7, "no_changes": 8,
     "internal_error": 70,
-}  # fmt: skip
+}
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
@@ -59,7 +59,7 @@ def summary_markdown(result: dict[str, Any]) -> str:
     task = " ".join(str(result.get("task", "")).split())
     lines += [f"**Task:** {task[:300]}{'…' if len(task) > 300 else ''}", "",
               f"**Model:** `{result['model']}` · **Base:** `{str(result.get('base_commit'))[:12]}` · "
-              f"**Sandbox:** {result.get('sandbox', 'off')}", ""]  # fmt: skip
+              f"**Sandbox:** {result.get('sandbox', 'off')}", ""]
     gates = result.get("gates") or []
     if gates:
         lines += ["### Gates", "", "| gate | result | exit | time | attempts |", "|---|---|---|---|---|"]
@@ -78,7 +78,7 @@ def summary_markdown(result: dict[str, Any]) -> str:
         f"| tokens | {u['total_tokens']:,} | {b['max_tokens']:,} |",
         f"| wall clock | {format_duration(result['wall_s'])} | {format_duration(b['max_wall_s'])} |",
         f"| cost | {cost}{cost_limit} | |", "",
-    ]  # fmt: skip
+    ]
     files = result.get("changed_files") or []
     lines += [f"### Changed files ({len(files)})", ""]
     lines += [f"- `{f}`" for f in files[:50]] or ["(none)"]

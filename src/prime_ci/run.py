@@ -129,11 +129,11 @@ class Run:
             for d in ("kernel", "child-runs"):
                 (wt.root / d).mkdir(exist_ok=True)
             sandbox.writable = [str(p) for p in (wt.path, wt.root / "home", wt.root / "kernel",
-                                                 self.bridge.path.parent)]  # fmt: skip
+                                                 self.bridge.path.parent)]
             sandbox.readonly = [str(wt.git_dir)] + ([str(cfg.harness.resolve())] if cfg.harness else [])
         self.judge = Judge(self.prep.gates, wt, gate_env, self.prep.out / "gates", self.log,
                            cfg.max_gate_retries, exclude=[".prime-ci"],
-                           launcher=sandbox.wrap([]) if sandbox else [])  # fmt: skip
+                           launcher=sandbox.wrap([]) if sandbox else [])
         task = asyncio.current_task()
         assert task is not None
         loop = asyncio.get_running_loop()
@@ -172,13 +172,13 @@ class Run:
         self.log.append("model_change", provider=self.prep.model.name.split("/")[0], modelId=self.prep.model.name)
         self.log.custom("prime_ci.run", {"run_id": self.prep.run_id, "task": cfg.task_text(),
                                          "base_commit": wt.base_commit, "budgets": self.budget.limits_dict(),
-                                         "gates": [g.model_dump() for g in self.prep.gates]})  # fmt: skip
+                                         "gates": [g.model_dump() for g in self.prep.gates]})
         await self.bridge.start()
         child_env = {k: v for k, v in env.items() if k != "PRIME_CI_BRIDGE"}
         self.family = Family(self.log, self.prep.out, wt, self.budget, self.prep.model,
                              lambda name: make_model(name, api_base=cfg.api_base), child_env, str(self.bridge.path),
                              cfg.max_depth, cfg.max_children, cfg.max_turns, cfg.cell_timeout, self.say,
-                             sandbox=self.prep.sandbox)  # fmt: skip
+                             sandbox=self.prep.sandbox)
         self._register()
         started = time.monotonic()
         self.kernel = Kernel(KernelConfig(cwd=wt.path, env=env, run_dir=wt.root, preload=PRELOAD,
@@ -189,7 +189,7 @@ class Run:
         agent = Agent(self.prep.model, self.kernel, self.budget, self.log, self._turn_end, cfg.cell_timeout,
                       progress=self.say, inbox=lambda: self.family.drain(self.family.root) if self.family else [],
                       on_cell=self._on_cell,
-                      )  # fmt: skip
+                      )
         window = cfg.context_window
         if window is None:
             window = await asyncio.to_thread(context_window, self.prep.model)
@@ -239,7 +239,7 @@ class Run:
         async def goal_get(_: dict[str, Any]) -> Any:
             return {"objective": self.prep.cfg.task_text(), "status": "complete" if self.goal_done else "active",
                     "gates": [s.name for s in self.prep.gates], "usage": self.budget.usage(),
-                    "budgets": self.budget.limits_dict(), "wall_left_s": round(self.budget.wall_left(), 1)}  # fmt: skip
+                    "budgets": self.budget.limits_dict(), "wall_left_s": round(self.budget.wall_left(), 1)}
 
         async def goal_complete(req: dict[str, Any]) -> Any:
             self.goal_done = str(req.get("summary") or "")
@@ -254,7 +254,7 @@ class Run:
         async def compact_status(_: dict[str, Any]) -> Any:
             assert self.agent is not None and self.agent.compactor is not None
             return {**self.agent.compactor.status(self.agent.conversation.chars),
-                    "scheduled": self.agent.compact_requested}  # fmt: skip
+                    "scheduled": self.agent.compact_requested}
 
         async def history(_: dict[str, Any]) -> Any:
             assert self.agent is not None
@@ -267,7 +267,7 @@ class Run:
             "gates.last": gates_last, "gates.run": gates_run, "goal.get": goal_get, "goal.complete": goal_complete,
             "rlm.spawn": fam.spawn, "rlm.list": fam.list_children, "agent_message.send": fam.send,
             "child.model": fam.model_call, "child.inbox": fam.inbox, "child.event": fam.event,
-        }  # fmt: skip
+        }
         for op, fn in handlers.items():
             self.bridge.register(op, fn)
 
@@ -306,7 +306,7 @@ class Run:
             report.write_json(out / "result.json", result)
             report.write_atomic(out / "summary.md", report.summary_markdown(result))
             self.log.custom("prime_ci.stop", {"stop_reason": self.stop.reason, "exit_code": exit_code,
-                                              "detail": self.stop.detail})  # fmt: skip
+                                              "detail": self.stop.detail})
             self.log.close()
             if scrubbed := redact.redact_tree(out):
                 self.say(f"masked registered secrets in {len(scrubbed)} artifact file(s)")

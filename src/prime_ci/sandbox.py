@@ -23,7 +23,7 @@ from prime_ci.errors import SandboxUnavailable
 
 # Variables that carry no secrets and that tools commonly need.
 SAFE_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "SHELL", "USER", "LOGNAME", "PYTHONHASHSEED",
-            "CI", "GITHUB_ACTIONS", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH")  # fmt: skip
+            "CI", "GITHUB_ACTIONS", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH")
 # Host places that commonly hold credentials: hidden even though the rest of the host is readable.
 MASKED = ("/run/secrets", "/var/run/secrets")
 PR_SET_DUMPABLE = 4
@@ -87,7 +87,7 @@ class Sandbox:
         home = os.path.expanduser("~")
         args = [self.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc",
                 "--unshare-uts", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--tmpfs", "/tmp"]  # fmt: skip
+                "--tmpfs", "/tmp"]
         if home not in ("/", ""):
             args += ["--tmpfs", home]
         for masked in MASKED:
@@ -114,7 +114,7 @@ def _interpreter_dirs() -> list[str]:
     import prime_ci
 
     dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-            str(Path(prime_ci.__file__).resolve().parents[1])}  # fmt: skip
+            str(Path(prime_ci.__file__).resolve().parents[1])}
     dirs.update(p for p in sys.path if p and os.path.isdir(p))
     return sorted(d for d in dirs if os.path.isdir(d))
 
@@ -124,7 +124,7 @@ def probe(bwrap: str) -> str | None:
     sandbox = Sandbox(bwrap)
     try:
         proc = subprocess.run(sandbox.wrap(["/bin/sh", "-c", "true"]), env={"PATH": "/usr/bin:/bin"},
-                              capture_output=True, timeout=20, check=False)  # fmt: skip
+                              capture_output=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bwrap could not run: {exc}"
     if proc.returncode != 0:

@@ -12,7 +12,7 @@ MAX_LINES = 65_000
 _COMMENT = re.compile(r"<!--.*?(-->|$)", re.DOTALL)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e"
-                        "\u2060-\u2064\u2066-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e007f]")  # fmt: skip
+                        "\u2060-\u2064\u2066-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e007f]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _TAGS = re.compile(r"</?(details|summary|script|style|iframe|img|picture|source|svg)\b[^>]*>", re.IGNORECASE)
 FENCE = "untrusted-data"

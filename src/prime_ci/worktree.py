@@ -27,7 +27,7 @@ HARDENING = (
     "-c", "core.pager=cat",
     "-c", "credential.helper=",
     "-c", "safe.directory=*",
-)  # fmt: skip
+)
 
 IDENTITY = ("-c", "user.name=prime-ci", "-c", "user.email=prime-ci@localhost", "-c", "commit.gpgsign=false")
 
@@ -147,7 +147,7 @@ def create_worktree(repo: str, ref: str | None, *, parent: Path | None = None) -
         git(
             ["clone", "--quiet", "--no-checkout", "--no-hardlinks", f"--separate-git-dir={git_dir}",
              "--", source, str(path)],
-        )  # fmt: skip
+        )
         base = _resolve_ref(git_dir, ref or "HEAD")
         git(["checkout", "--quiet", "--detach", base], git_dir=git_dir, work_tree=path, cwd=path)
     except GitError as exc:

@@ -16,7 +16,7 @@ from typing import Any
 MAX_TOTAL = 256 * 1024 * 1024
 MAX_VAR = 16 * 1024 * 1024
 SKIP = {"In", "Out", "get_ipython", "exit", "quit", "open", "gates", "goal", "rlm", "agent_message", "harness",
-        "refine", "compact", "history"}  # fmt: skip
+        "refine", "compact", "history"}
 
 
 def _names(ns: dict[str, Any], hidden: set[str]) -> list[str]:
@@ -51,7 +51,7 @@ def save(ns: dict[str, Any], directory: str, hidden: set[str] | None = None) -> 
         dill.dump({"vars": blobs, "modules": modules}, fh)
     os.replace(state + ".tmp", state)
     manifest = {"version": 1, "savedNames": sorted(blobs), "modules": modules, "skipped": skipped, "bytes": total,
-                "pythonVersion": sys.version.split()[0], "timestamp": time.time()}  # fmt: skip
+                "pythonVersion": sys.version.split()[0], "timestamp": time.time()}
     with open(os.path.join(directory, "kernel-state.json.tmp"), "w") as fh:
         json.dump(manifest, fh)
     os.replace(os.path.join(directory, "kernel-state.json.tmp"), os.path.join(directory, "kernel-state.json"))
