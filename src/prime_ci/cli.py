@@ -88,7 +88,6 @@ def cli() -> None:
 @click.pass_context
 def run(ctx: click.Context, /, **params: Any) -> int:
     """Clone REPO into a disposable worktree and let the model work there."""
-    from prime_ci import model
     from prime_ci.run import execute, prepare
 
     flags = {
@@ -98,9 +97,7 @@ def run(ctx: click.Context, /, **params: Any) -> int:
         or name == "repo"
     }
     _host_setup()
-    if not str(flags.get("model", "")).startswith("replay:"):
-        model.start_import()  # overlaps litellm's slow import with the clone and kernel start
-    prep = prepare(flags)
+    prep = prepare(flags)  # a litellm route starts importing litellm here, overlapping the kernel start
     _say(f"run {prep.run_id}: {prep.worktree.source} @ {prep.worktree.base_commit[:12]} -> {prep.out}")
     return _finish(execute(prep, _say), params["json_output"])
 

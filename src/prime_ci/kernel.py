@@ -32,6 +32,7 @@ from prime_ci.errors import KernelLost
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 DEFAULT_LIMIT = 8000
+SNAPSHOT_EVERY = 1.0  # seconds: with a fast model, snapshotting every cell would be most of a turn
 KEPT_OUTPUT = 1_000_000  # per cell, for the notebook and `history`; the model sees DEFAULT_LIMIT
 
 
@@ -125,6 +126,7 @@ class Kernel:
         self.restarts = 0
         self.cells_run = 0
         self._generation = 0
+        self._snapshot_at = 0.0
 
     @property
     def pid(self) -> int | None:
@@ -211,7 +213,8 @@ class Kernel:
             error = _collect(kind, content, out, outputs) or error
         await self._drain_shell(msg_id)
         if not silent and not error and self.config.snapshot_dir is not None:
-            self._snapshot()
+            if time.monotonic() - self._snapshot_at >= SNAPSHOT_EVERY:
+                self._snapshot()
         return CellResult(
             text=out.text(),
             status="error" if error else "ok",
@@ -236,6 +239,7 @@ class Kernel:
         code = (f"import prime_ci.kernel_api.snapshot as _s\n_s.save(get_ipython().user_ns, "
                 f"{str(self.config.snapshot_dir)!r}, set(get_ipython().user_ns_hidden))\ndel _s")
         self.client.execute(code, silent=True, store_history=False, allow_stdin=False)
+        self._snapshot_at = time.monotonic()
 
     async def _restore(self) -> str:
         if self.config.snapshot_dir is None:

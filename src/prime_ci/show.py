@@ -57,8 +57,8 @@ def render(path: Path, console: Console | None = None, *, children: bool = True)
         console.print(f"[red]torn last line ({len(session.torn_tail)} bytes) ignored[/]")
     stop = session.last_custom("prime_ci.stop")
     if stop is not None:
-        reason, code, detail = stop.get("stop_reason"), stop.get("exit_code"), stop.get("detail", "")
-        console.print(f"[bold]stop:[/] {reason} (exit {code}) {detail}")
+        console.print(f"[bold]stop:[/] {stop.get('stop_reason')} (exit {stop.get('exit_code')}) "
+                      f"{stop.get('detail', '')}")
     child_dir = path.parent / "children"
     if children and child_dir.is_dir():
         for child in sorted(child_dir.glob("*/session.jsonl")):
