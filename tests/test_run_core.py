@@ -6,17 +6,20 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from conftest import FIX, repo_state, run_prime
 from prime_ci.schemas import ResultModel, SessionEntry, SessionHeader
 from prime_ci.testing import ScriptedServer, ipython, reply
 
 
+@pytest.mark.parametrize("route", ["direct", "litellm"])
 def test_fixes_failing_test_and_writes_all_artifacts(
-    tmp_path: Path, buggy_repo: Path, server: ScriptedServer
+    tmp_path: Path, buggy_repo: Path, server: ScriptedServer, route: str
 ) -> None:
     before = repo_state(buggy_repo)
     server.add(ipython("print(open('calc.py').read())"), ipython(FIX), reply("Fixed add()."))
-    run = run_prime(tmp_path, buggy_repo, server, "--gate", "python -m pytest -q")
+    run = run_prime(tmp_path, buggy_repo, server, "--gate", "python -m pytest -q", env={"PRIME_CI_ROUTE": route})
     assert run.code == 0, run.proc.stderr
     result = ResultModel.model_validate(run.result)
     assert result.stop_reason == "completed" and result.success

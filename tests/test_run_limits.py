@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import Outcome, run_prime
 from prime_ci.testing import ScriptedServer, error, ipython, reply
 
@@ -170,10 +172,14 @@ def test_max_wall_interrupts_a_sleeping_cell(tmp_path: Path, buggy_repo: Path, s
 # --- acceptance 5: provider failures --------------------------------------------------------------------------
 
 
-def test_provider_500_forever_is_a_bounded_model_error(tmp_path: Path, buggy_repo: Path) -> None:
+ROUTES = pytest.mark.parametrize("route", ["direct", "litellm"])
+
+
+@ROUTES
+def test_provider_500_forever_is_a_bounded_model_error(tmp_path: Path, buggy_repo: Path, route: str) -> None:
     with ScriptedServer(default=error(500, "upstream exploded")) as srv:
         started = time.monotonic()
-        run = run_prime(tmp_path, buggy_repo, srv, timeout=150)
+        run = run_prime(tmp_path, buggy_repo, srv, timeout=150, env={"PRIME_CI_ROUTE": route})
         elapsed = time.monotonic() - started
         requests = srv.chat_requests
     assert elapsed < 120, f"took {elapsed:.0f}s"
@@ -189,9 +195,12 @@ def _assert_no_canary(run: Outcome) -> None:
         assert CANARY.encode() not in path.read_bytes(), f"API key leaked into {path}"
 
 
-def test_provider_401_stops_after_one_request_without_leaking_the_key(tmp_path: Path, buggy_repo: Path) -> None:
+@ROUTES
+def test_provider_401_stops_after_one_request_without_leaking_the_key(
+    tmp_path: Path, buggy_repo: Path, route: str
+) -> None:
     with ScriptedServer(default=error(401, "Incorrect API key provided.")) as srv:
-        run = run_prime(tmp_path, buggy_repo, srv)
+        run = run_prime(tmp_path, buggy_repo, srv, env={"PRIME_CI_ROUTE": route})
         requests = srv.chat_requests
     assert_stopped(run, 4, "model_error")
     assert len(requests) == 1
@@ -199,20 +208,22 @@ def test_provider_401_stops_after_one_request_without_leaking_the_key(tmp_path: 
     _assert_no_canary(run)
 
 
-def test_key_echoed_by_the_provider_does_not_leak(tmp_path: Path, buggy_repo: Path) -> None:
+@ROUTES
+def test_key_echoed_by_the_provider_does_not_leak(tmp_path: Path, buggy_repo: Path, route: str) -> None:
     # Some providers quote the rejected key back in the error body.
     with ScriptedServer(default=error(401, f"Incorrect API key provided: {CANARY}.")) as srv:
-        run = run_prime(tmp_path, buggy_repo, srv)
+        run = run_prime(tmp_path, buggy_repo, srv, env={"PRIME_CI_ROUTE": route})
         assert len(srv.chat_requests) == 1
     assert_stopped(run, 4, "model_error")
     _assert_no_canary(run)
 
 
+@ROUTES
 def test_429_with_retry_after_is_retried_then_succeeds(
-    tmp_path: Path, buggy_repo: Path, server: ScriptedServer
+    tmp_path: Path, buggy_repo: Path, server: ScriptedServer, route: str
 ) -> None:
     server.add(error(429, "slow down", retry_after=1, times=2), reply("All good, nothing to do."))
-    run = run_prime(tmp_path, buggy_repo, server)
+    run = run_prime(tmp_path, buggy_repo, server, env={"PRIME_CI_ROUTE": route})
     assert_stopped(run, 0, "completed")
     requests = server.chat_requests
     assert [r.step_kind for r in requests] == ["error", "error", "reply"]
