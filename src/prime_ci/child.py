@@ -115,7 +115,8 @@ class Host:
             self.agent = Agent(self, kernel, budget, log, self.turn_end, float(spec["cell_timeout"]),
                                inbox=self.inbox)
             self.agent.conversation.add({"role": "system",
-                                         "content": base_prompt() + child_section(spec["name"], spec["depth"])})
+                                         "content": base_prompt() + child_section(spec["name"], spec["depth"],
+                                                                                  spec.get("role"))})
             self.agent.say("agent_message", f"[task from parent]\n\n{spec['task']}", {"id": f"spawn:{spec['id']}"})
             stop = await self.agent.run()
         except ChildStop as exc:

@@ -84,6 +84,7 @@ class Family:
     cell_timeout: float
     say: Callable[[str], None]
     sandbox: Sandbox | None = None
+    subagent: Callable[[str], tuple[str, str | None] | None] | None = None
     members: dict[str, Member] = field(default_factory=dict)
     monitors: list[asyncio.Task[None]] = field(default_factory=list)
     models: dict[str, Model] = field(default_factory=dict)
@@ -124,7 +125,8 @@ class Family:
         alive = [m for m in self.children_of(parent) if m.status in ("running", "idle")]
         if len(alive) >= self.max_children:
             raise Refused(f"rlm fan-out limit: {len(alive)} children alive (--max-children {self.max_children})")
-        model = self._model_for(model_name)
+        role = self.subagent(name) if self.subagent is not None else None
+        model = self._model_for(model_name if model_name is not None or role is None else role[1])
         session_dir = self.out / "children" / (name if not (self.out / "children" / name).exists() else child_id)
         session_dir.mkdir(parents=True)
         member = Member(child_id, name, parent.id, parent.depth + 1, model.name, session_dir,
@@ -138,7 +140,7 @@ class Family:
                 "parent_session": str(parent_session), "max_turns": self.child_turns,
                 "cell_timeout": self.cell_timeout, "branch": member.branch,
                 "scratch": str(self.worktree.root / "child-runs" / child_id),
-                "sandbox": self.sandbox.to_json() if self.sandbox else None}
+                "sandbox": self.sandbox.to_json() if self.sandbox else None, "role": role[0] if role else None}
         (session_dir / "spec.json").write_text(json.dumps(spec))
         log = open(session_dir / "child.log", "ab")  # noqa: SIM115 - inherited by the child process
         try:

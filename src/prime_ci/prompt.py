@@ -9,8 +9,9 @@ def base_prompt() -> str:
     return resources.files("prime_ci").joinpath("prompts/system.md").read_text(encoding="utf-8")
 
 
-def child_section(name: str, depth: int) -> str:
-    return (
+def child_section(name: str, depth: int, role: str | None = None) -> str:
+    role_text = f"\n## Your role ({name})\n\n{role.strip()}\n" if role else ""
+    return role_text + (
         "\n## You are a sub-agent\n\n"
         f"You are the rlm child `{name}` at depth {depth}, started by a parent agent with the task in the first "
         "message. Your parent sees none of your turns: when you have the answer, or need to report progress, "

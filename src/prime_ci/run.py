@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import time
 import traceback
@@ -23,6 +24,8 @@ from prime_ci.compact import Compactor
 from prime_ci.config import RunConfig, build_config, file_settings
 from prime_ci.errors import ConfigError, KernelLost, ModelError, PersistenceError
 from prime_ci.gates import GateSpec, gates_from_commands, load_gate_files, load_gate_files_from_ref
+from prime_ci.harness import HarnessError
+from prime_ci.harness_run import HarnessRun
 from prime_ci.judge import Judge
 from prime_ci.junit import github_annotations, write_gates_junit
 from prime_ci.kernel import CellResult, Kernel, KernelConfig, cell_text
@@ -53,6 +56,7 @@ class Prepared:
     model: Model
     out: Path
     run_id: str
+    harness: HarnessRun
     sandbox: Sandbox | None = None
     sandbox_status: str = "off"
 
@@ -68,12 +72,14 @@ def prepare(flags: dict[str, Any]) -> Prepared:
         out = (cfg.out or Path("prime-ci-out") / run_id).resolve()
         if (out / "session.jsonl").exists():
             raise ConfigError(f"--out: {out} already holds a run (use `prime-ci resume {out}`)")
+        harness = HarnessRun.load(harness=cfg.harness, branch=cfg.harness_branch, propose=cfg.propose, wt=worktree,
+                                  run_id=run_id, untrusted=cfg.untrusted_file is not None)
         sandbox, status = sandbox_mod.resolve(cfg.sandbox, writable=[], readonly=[])
     except BaseException:
         worktree.remove()
         raise
     worktree.excludes = [".prime-ci"]
-    return Prepared(cfg, worktree, gates, model, out, run_id, sandbox, status)
+    return Prepared(cfg, worktree, gates, model, out, run_id, harness, sandbox, status)
 
 
 def load_gates(cfg: RunConfig, wt: Worktree) -> list[GateSpec]:
@@ -121,8 +127,11 @@ class Run:
         self.budget = Budget(Limits(cfg.max_turns, cfg.max_tokens, cfg.max_wall, cfg.max_cost))
         self.prep.out.mkdir(parents=True, exist_ok=True)
         self.log = SessionLog.create(self.prep.out / "session.jsonl", cwd=str(wt.path))
-        env = scrubbed_env(wt.root / "home", cfg.pass_env, {"PRIME_CI_BRIDGE": str(self.bridge.path),
-                                                            RUN_MARKER: self.marker})
+        harness = self.prep.harness
+        extra = {"PRIME_CI_BRIDGE": str(self.bridge.path), RUN_MARKER: self.marker}
+        if paths := harness.pythonpath():
+            extra["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [os.environ.get("PYTHONPATH")])])
+        env = scrubbed_env(wt.root / "home", cfg.pass_env, extra)
         gate_env = {k: v for k, v in env.items() if k != "PRIME_CI_BRIDGE"}
         sandbox = self.prep.sandbox
         if sandbox is not None:
@@ -130,7 +139,9 @@ class Run:
                 (wt.root / d).mkdir(exist_ok=True)
             sandbox.writable = [str(p) for p in (wt.path, wt.root / "home", wt.root / "kernel",
                                                  self.bridge.path.parent)]
-            sandbox.readonly = [str(wt.git_dir)] + ([str(cfg.harness.resolve())] if cfg.harness else [])
+            sandbox.readonly = [str(wt.git_dir), *harness.pythonpath()]
+            if harness.store is not None:
+                sandbox.readonly.append(str(harness.store.root))
         self.judge = Judge(self.prep.gates, wt, gate_env, self.prep.out / "gates", self.log,
                            cfg.max_gate_retries, exclude=[".prime-ci"],
                            launcher=sandbox.wrap([]) if sandbox else [])
@@ -178,10 +189,11 @@ class Run:
         self.family = Family(self.log, self.prep.out, wt, self.budget, self.prep.model,
                              lambda name: make_model(name, api_base=cfg.api_base), child_env, str(self.bridge.path),
                              cfg.max_depth, cfg.max_children, cfg.max_turns, cfg.cell_timeout, self.say,
-                             sandbox=self.prep.sandbox)
+                             sandbox=self.prep.sandbox, subagent=self.prep.harness.subagent)
         self._register()
         started = time.monotonic()
-        self.kernel = Kernel(KernelConfig(cwd=wt.path, env=env, run_dir=wt.root, preload=PRELOAD,
+        preload = PRELOAD + self.prep.harness.preload()
+        self.kernel = Kernel(KernelConfig(cwd=wt.path, env=env, run_dir=wt.root, preload=preload,
                                           snapshot_dir=wt.root / "kernel" / "state",
                                           wrap=self.prep.sandbox.wrap if self.prep.sandbox else None))
         await self.kernel.start()
@@ -195,9 +207,10 @@ class Run:
             window = await asyncio.to_thread(context_window, self.prep.model)
         agent.compactor = Compactor(self.prep.model, self.budget, self.log, window)
         self.agent = agent
-        agent.conversation.add({"role": "system", "content": base_prompt()})
+        agent.conversation.add({"role": "system", "content": base_prompt() + self.prep.harness.prompt_section()})
         agent.say("prime_ci.task", cfg.task_text())
         if cfg.untrusted_file is not None:
+            self.log.custom("prime_ci.untrusted", {"file": cfg.untrusted_file.name})
             text = cfg.untrusted_file.read_text(encoding="utf-8", errors="replace")
             agent.say("prime_ci.untrusted", fence(text, f"--untrusted-file {cfg.untrusted_file.name}"))
         try:
@@ -208,6 +221,8 @@ class Run:
             await self.judge.final_round()
             if self.judge.passed():
                 stop = Stop("completed", f"gates passed at the end ({stop.reason} reached)")
+        if cfg.refine and self.budget.wall_left() > 5:
+            await self.prep.harness.refine(self.prep.model, self.log, None, self.say)
         return stop
 
     async def _on_cell(self, code: str, result: CellResult) -> None:
@@ -220,6 +235,10 @@ class Run:
             await family.wait_for_children(self.budget.wall_left())
             if family.root.inbox or family.running():
                 return ""  # continue: the messages are delivered before the next model call
+        harness = self.prep.harness
+        if harness.refine_requested:
+            harness.refine_requested = False
+            await harness.refine(self.prep.model, self.log, harness.refine_instructions, self.say)
         outcome = await self.judge()
         for r in self.judge.last if isinstance(outcome, str) or outcome.reason != "completed" else []:
             self.say(f"gate {r.name}: {'pass' if r.passed else 'FAIL'} (exit {r.exit_code}, {r.duration_s:.1f}s)")
@@ -268,6 +287,7 @@ class Run:
             "rlm.spawn": fam.spawn, "rlm.list": fam.list_children, "agent_message.send": fam.send,
             "child.model": fam.model_call, "child.inbox": fam.inbox, "child.event": fam.event,
         }
+        handlers.update(self.prep.harness.handlers(self.log))
         for op, fn in handlers.items():
             self.bridge.register(op, fn)
 
@@ -304,12 +324,14 @@ class Run:
             report.write_atomic(out / "patch.diff", patch)
             write_gates_junit(self.judge.last, out / "junit.xml")
             report.write_json(out / "result.json", result)
-            report.write_atomic(out / "summary.md", report.summary_markdown(result))
             self.log.custom("prime_ci.stop", {"stop_reason": self.stop.reason, "exit_code": exit_code,
                                               "detail": self.stop.detail})
             self.log.close()
             if scrubbed := redact.redact_tree(out):
                 self.say(f"masked registered secrets in {len(scrubbed)} artifact file(s)")
+            result["harness"] = self._finish_harness()
+            report.write_json(out / "result.json", result)
+            report.write_atomic(out / "summary.md", report.summary_markdown(result))
         except PersistenceError as exc:
             result.update(stop_reason="persistence_error", exit_code=6, success=False, detail=str(exc))
         for line in github_annotations(self.judge.last) if _in_actions() else []:
@@ -317,6 +339,15 @@ class Run:
         if not cfg.keep_worktree:
             wt.remove()
         return result
+
+    def _finish_harness(self) -> dict[str, Any]:
+        out = self.prep.out
+        try:
+            return self.prep.harness.finish(out, {"session.jsonl": out / "session.jsonl",
+                                                  "result.json": out / "result.json"}, self.prep.cfg.push)
+        except (HarnessError, GitError) as exc:
+            self.say(f"harness state not committed: {exc}")
+            return {"error": str(exc)}
 
     def _result(self, exit_code: int, changed: list[str], flags: list[str]) -> dict[str, Any]:
         cfg = self.prep.cfg
@@ -344,8 +375,6 @@ class Run:
 
 
 def _in_actions() -> bool:
-    import os
-
     return os.environ.get("GITHUB_ACTIONS") == "true"
 
 

@@ -137,6 +137,53 @@ class AgentMessage:
         return "<agent_message: await .send(text, receiver_role='parent', receiver_name=None)>"
 
 
+class Harness:
+    """The continual harness: ``await harness.list(kind=None)``, ``read(kind, name)``,
+    ``create(kind, name, content, description=None)``, ``update(...)``, ``delete(kind, name)``.
+
+    Kinds: ``prompt`` (notes added to the system prompt), ``memory`` (durable facts), ``skill``, ``subagent``
+    (role prompt and model for an ``rlm`` child of that name). Every change is a change set with an id.
+    """
+
+    async def list(self, kind: str | None = None) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = await acall("harness.list", kind=kind)
+        return result
+
+    async def read(self, kind: str, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = await acall("harness.read", kind=kind, name=name)
+        return result
+
+    async def create(self, kind: str, name: str, content: str, description: str | None = None,
+                     model: str | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = await acall("harness.create", kind=kind, name=name, content=content,
+                                             description=description, model=model)
+        return result
+
+    async def update(self, kind: str, name: str, content: str, description: str | None = None,
+                     model: str | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = await acall("harness.update", kind=kind, name=name, content=content,
+                                             description=description, model=model)
+        return result
+
+    async def delete(self, kind: str, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = await acall("harness.delete", kind=kind, name=name)
+        return result
+
+    def __repr__(self) -> str:
+        return "<harness: await .list(kind=None) .read(kind, name) .create(...) .update(...) .delete(kind, name)>"
+
+
+class Refine:
+    """``await refine.run(instructions=None)``: one refinement of the harness when this turn ends."""
+
+    async def run(self, instructions: str | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = await acall("refine.run", instructions=instructions)
+        return result
+
+    def __repr__(self) -> str:
+        return "<refine: await .run(instructions=None)>"
+
+
 class Compact:
     """``await compact.run(focus=None)``: compact the context before the next model call; ``compact.status()``."""
 
@@ -189,4 +236,4 @@ class History:
 def install(namespace: dict[str, Any]) -> None:
     """Define the API names in the kernel's user namespace."""
     namespace.update(gates=Gates(), goal=Goal(), rlm=Rlm(), agent_message=AgentMessage(), compact=Compact(),
-                     history=History())
+                     history=History(), harness=Harness(), refine=Refine())
