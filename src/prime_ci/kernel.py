@@ -212,9 +212,9 @@ class Kernel:
                 break
             error = _collect(kind, content, out, outputs) or error
         await self._drain_shell(msg_id)
-        if not silent and not error and self.config.snapshot_dir is not None:
-            if time.monotonic() - self._snapshot_at >= SNAPSHOT_EVERY:
-                self._snapshot()
+        due = time.monotonic() - self._snapshot_at >= SNAPSHOT_EVERY
+        if not silent and not error and self.config.snapshot_dir is not None and due:
+            self._snapshot()
         return CellResult(
             text=out.text(),
             status="error" if error else "ok",
