@@ -131,9 +131,9 @@ def show(session: Path) -> int:
 
 
 @cli.command()
-@click.argument("which", type=click.Choice(["result", "session", "gates", "all"]), default="all")
+@click.argument("which", type=click.Choice(["result", "session", "gates", "refine", "all"]), default="all")
 def schema(which: str) -> int:
-    """Print the JSON Schema of result.json, session entries and gate files."""
+    """Print the JSON Schema of result.json, session entries, gate files and refine plans."""
     from prime_ci.schemas import schemas
 
     all_schemas = schemas()

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from prime_ci.gates import GateSpec
+from prime_ci.refine import plan_schema
 
 
 class UsageModel(BaseModel):
@@ -98,4 +99,5 @@ def schemas() -> dict[str, Any]:
         "result": ResultModel.model_json_schema(),
         "session": {"header": SessionHeader.model_json_schema(), "entry": SessionEntry.model_json_schema()},
         "gates": GateFile.model_json_schema(),
+        "refine": plan_schema(),
     }
