@@ -88,7 +88,8 @@ def cli() -> None:
 @click.pass_context
 def run(ctx: click.Context, /, **params: Any) -> int:
     """Clone REPO into a disposable worktree and let the model work there."""
-    from prime_ci.run import execute, prepare
+    from prime_ci.prepare import prepare
+    from prime_ci.run import execute
 
     flags = {
         name: list(value) if isinstance(value, tuple) else value
@@ -108,7 +109,8 @@ def run(ctx: click.Context, /, **params: Any) -> int:
 def demo(out: Path | None, json_output: bool) -> int:
     """Run the bundled demo repository with the bundled replay model (no key, no network)."""
     from prime_ci.demo import demo_flags
-    from prime_ci.run import execute, prepare
+    from prime_ci.prepare import prepare
+    from prime_ci.run import execute
 
     _host_setup()
     flags, cleanup = demo_flags(out)
@@ -314,6 +316,26 @@ def refine_cmd(session: Path, harness_dir: Path, model: str | None, api_base: st
     _say(f"applied {cs.id} ({len(cs.ops)} ops, {trust}); undo with: prime-ci harness rollback {cs.id} "
          f"--harness {escape(str(harness_dir))}")
     return 0
+
+
+@cli.command()
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--salvage", is_flag=True, help="Keep the valid records around damage in the middle of the log.")
+@click.option("--json", "json_output", is_flag=True, help="Print result.json on stdout at the end.")
+def resume(out_dir: Path, salvage: bool, json_output: bool) -> int:
+    """Continue an interrupted run from its artifacts directory (a finished run returns its result)."""
+    from prime_ci.prepare import prepare_resume
+    from prime_ci.run import execute
+
+    _host_setup()
+    prepared = prepare_resume(out_dir, salvage=salvage)
+    if isinstance(prepared, dict):
+        _say(f"run in {out_dir} had already finished")
+        return _finish({"out_dir": str(out_dir), "wall_s": 0.0, "usage": {"turns": 0, "total_tokens": 0},
+                        **prepared}, json_output)
+    prep, state = prepared
+    _say(f"resuming run {prep.run_id} after {len(state.session.entries)} entries -> {prep.out}")
+    return _finish(execute(prep, _say, resume=state, salvage=salvage), json_output)
 
 
 def main() -> None:

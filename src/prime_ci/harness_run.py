@@ -41,7 +41,7 @@ class HarnessRun:
 
     @classmethod
     def load(cls, *, harness: Path | None, branch: str | None, propose: bool, wt: Worktree, run_id: str,
-             untrusted: bool) -> HarnessRun:
+             untrusted: bool, resume: bool = False) -> HarnessRun:
         """Never from the worktree under review: skills inside it are refused by ``discover``."""
         root = harness.resolve() if harness else None
         repo_git_dir = None
@@ -50,9 +50,10 @@ class HarnessRun:
             repo_git_dir = git_dir_of(source) if source.exists() else wt.git_dir
             root = root or wt.root / "harness"
             root.mkdir(parents=True, exist_ok=True)
-            if any(root.iterdir()):
-                raise ConfigError(f"--harness {root}: must be empty when loading --harness-branch {branch}")
-            load_branch(repo_git_dir, branch, root)
+            if not resume:
+                if any(root.iterdir()):
+                    raise ConfigError(f"--harness {root}: must be empty when loading --harness-branch {branch}")
+                load_branch(repo_git_dir, branch, root)
         if root is not None and root.resolve().is_relative_to(wt.path.resolve()):
             raise ConfigError("--harness may not point inside the worktree under review")
         if root is not None:

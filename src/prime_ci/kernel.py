@@ -241,7 +241,7 @@ class Kernel:
         self.client.execute(code, silent=True, store_history=False, allow_stdin=False)
         self._snapshot_at = time.monotonic()
 
-    async def _restore(self) -> str:
+    async def restore(self) -> str:
         if self.config.snapshot_dir is None:
             return "its variables were lost"
         code = (f"import json, prime_ci.kernel_api.snapshot as _s\nprint(json.dumps(_s.restore(get_ipython().user_ns, "
@@ -308,7 +308,7 @@ class Kernel:
         self.restarts += 1
         self.kill()
         await self.start()
-        return f"{why}: the kernel was restarted ({self.restarts}/{self.config.max_restarts}); {await self._restore()}"
+        return f"{why}: the kernel was restarted ({self.restarts}/{self.config.max_restarts}); {await self.restore()}"
 
     def kill(self) -> None:
         if self.client is not None:

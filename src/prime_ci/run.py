@@ -10,99 +10,32 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from prime_ci import procs, protect, redact, report
-from prime_ci import sandbox as sandbox_mod
 from prime_ci.agent import Agent, Stop
 from prime_ci.bridge import Bridge, Handler, Refused
 from prime_ci.budget import Budget, Limits
 from prime_ci.children import Family
 from prime_ci.compact import Compactor
-from prime_ci.config import RunConfig, build_config, file_settings
-from prime_ci.errors import ConfigError, KernelLost, ModelError, PersistenceError
-from prime_ci.gates import GateSpec, gates_from_commands, load_gate_files, load_gate_files_from_ref
+from prime_ci.errors import KernelLost, ModelError, PersistenceError
 from prime_ci.harness import HarnessError
-from prime_ci.harness_run import HarnessRun
 from prime_ci.judge import Judge
 from prime_ci.junit import github_annotations, write_gates_junit
 from prime_ci.kernel import CellResult, Kernel, KernelConfig, cell_text
-from prime_ci.model import Model, context_window, make_model
+from prime_ci.model import ReplayModel, context_window, make_model
+from prime_ci.prepare import Prepared
 from prime_ci.prompt import base_prompt
-from prime_ci.sandbox import Sandbox, scrubbed_env
+from prime_ci.resume import ResumeState
+from prime_ci.sandbox import scrubbed_env
 from prime_ci.session import SessionLog, entry_id
 from prime_ci.untrusted import fence
-from prime_ci.worktree import GitError, Worktree, create_worktree
+from prime_ci.worktree import GitError
 
 PRELOAD = "import prime_ci.kernel_api as _pci\n_pci.install(get_ipython().user_ns)\ndel _pci\n"
 RUN_MARKER = "PRIME_CI_RUN"
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 143}
 Say = Callable[[str], None]
-
-
-def new_run_id() -> str:
-    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + entry_id()[:6]
-
-
-@dataclass
-class Prepared:
-    """Everything validated before anything runs; a ConfigError before this point means exit 2."""
-
-    cfg: RunConfig
-    worktree: Worktree
-    gates: list[GateSpec]
-    model: Model
-    out: Path
-    run_id: str
-    harness: HarnessRun
-    sandbox: Sandbox | None = None
-    sandbox_status: str = "off"
-
-
-def prepare(flags: dict[str, Any]) -> Prepared:
-    """Clone, read repo settings, validate everything. Raises ConfigError (exit 2) with nothing left behind."""
-    run_id = new_run_id()
-    worktree = create_worktree(str(flags.get("repo", ".")), flags.get("ref"))
-    try:
-        cfg = build_config(flags, file_settings(worktree.path))
-        gates = load_gates(cfg, worktree)
-        model = make_model(cfg.model or "", api_base=cfg.api_base)
-        out = (cfg.out or Path("prime-ci-out") / run_id).resolve()
-        if (out / "session.jsonl").exists():
-            raise ConfigError(f"--out: {out} already holds a run (use `prime-ci resume {out}`)")
-        harness = HarnessRun.load(harness=cfg.harness, branch=cfg.harness_branch, propose=cfg.propose, wt=worktree,
-                                  run_id=run_id, untrusted=cfg.untrusted_file is not None)
-        sandbox, status = sandbox_mod.resolve(cfg.sandbox, writable=[], readonly=[])
-    except BaseException:
-        worktree.remove()
-        raise
-    worktree.excludes = [".prime-ci"]
-    return Prepared(cfg, worktree, gates, model, out, run_id, harness, sandbox, status)
-
-
-def load_gates(cfg: RunConfig, wt: Worktree) -> list[GateSpec]:
-    specs = gates_from_commands(cfg.gate)
-    if cfg.gates_from:
-        specs += load_gate_files_from_ref(wt.git_dir, cfg.gates_from, cfg.gates_file)
-    else:
-        specs += load_gate_files([_inside(wt.path, p) for p in cfg.gates_file])
-    names = [s.name for s in specs]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ConfigError(f"duplicate gate name(s): {', '.join(dupes)}")
-    return specs
-
-
-def _inside(root: Path, name: str) -> Path:
-    path = Path(name)
-    if path.is_absolute():
-        return path
-    resolved = (root / path).resolve()
-    if not resolved.is_relative_to(root.resolve()):
-        raise ConfigError(f"--gates-file: {name} points outside the repository")
-    return resolved
 
 
 @dataclass
@@ -115,6 +48,8 @@ class Run:
     kernel: Kernel | None = None
     bridge: Bridge = field(default_factory=Bridge)
     family: Family | None = None
+    resume: ResumeState | None = None
+    salvage: bool = False
     signal_code: int | None = None
     stop: Stop = field(default_factory=lambda: Stop("internal_error", "the run did not start"))
     goal_done: str | None = None
@@ -126,7 +61,11 @@ class Run:
         cfg, wt = self.prep.cfg, self.prep.worktree
         self.budget = Budget(Limits(cfg.max_turns, cfg.max_tokens, cfg.max_wall, cfg.max_cost))
         self.prep.out.mkdir(parents=True, exist_ok=True)
-        self.log = SessionLog.create(self.prep.out / "session.jsonl", cwd=str(wt.path))
+        if self.resume is None:
+            self.log = SessionLog.create(self.prep.out / "session.jsonl", cwd=str(wt.path))
+        else:
+            self.log = SessionLog.open_for_append(self.prep.out / "session.jsonl", salvage=self.salvage)
+            _restore_budget(self.budget, self.resume)
         harness = self.prep.harness
         extra = {"PRIME_CI_BRIDGE": str(self.bridge.path), RUN_MARKER: self.marker}
         if paths := harness.pythonpath():
@@ -180,10 +119,19 @@ class Run:
 
     async def _work(self, env: dict[str, str]) -> Stop:
         cfg, wt = self.prep.cfg, self.prep.worktree
-        self.log.append("model_change", provider=self.prep.model.name.split("/")[0], modelId=self.prep.model.name)
-        self.log.custom("prime_ci.run", {"run_id": self.prep.run_id, "task": cfg.task_text(),
-                                         "base_commit": wt.base_commit, "budgets": self.budget.limits_dict(),
-                                         "gates": [g.model_dump() for g in self.prep.gates]})
+        if self.resume is None:
+            self.log.append("model_change", provider=self.prep.model.name.split("/")[0],
+                            modelId=self.prep.model.name)
+        if self.resume is None:
+            self.log.custom("prime_ci.run", {
+                "run_id": self.prep.run_id, "task": cfg.task_text(), "base_commit": wt.base_commit,
+                "budgets": self.budget.limits_dict(), "gates": [g.model_dump() for g in self.prep.gates],
+                "config": cfg.model_dump(mode="json"),
+                "worktree": {"path": str(wt.path), "git_dir": str(wt.git_dir), "root": str(wt.root),
+                             "source": wt.source}, "marker": self.marker})
+        else:
+            self.log.custom("prime_ci.resume", {"entries_before": len(self.resume.session.entries),
+                                                "wall_spent_s": round(self.resume.wall_spent, 3)})
         await self.bridge.start()
         child_env = {k: v for k, v in env.items() if k != "PRIME_CI_BRIDGE"}
         self.family = Family(self.log, self.prep.out, wt, self.budget, self.prep.model,
@@ -208,11 +156,10 @@ class Run:
         agent.compactor = Compactor(self.prep.model, self.budget, self.log, window)
         self.agent = agent
         agent.conversation.add({"role": "system", "content": base_prompt() + self.prep.harness.prompt_section()})
-        agent.say("prime_ci.task", cfg.task_text())
-        if cfg.untrusted_file is not None:
-            self.log.custom("prime_ci.untrusted", {"file": cfg.untrusted_file.name})
-            text = cfg.untrusted_file.read_text(encoding="utf-8", errors="replace")
-            agent.say("prime_ci.untrusted", fence(text, f"--untrusted-file {cfg.untrusted_file.name}"))
+        if self.resume is not None:
+            await self._continue(agent, self.resume)
+        else:
+            self._begin(agent)
         try:
             stop = await agent.run()
         except KernelLost as exc:
@@ -224,6 +171,28 @@ class Run:
         if cfg.refine and self.budget.wall_left() > 5:
             await self.prep.harness.refine(self.prep.model, self.log, None, self.say)
         return stop
+
+    def _begin(self, agent: Agent) -> None:
+        cfg = self.prep.cfg
+        agent.say("prime_ci.task", cfg.task_text())
+        if cfg.untrusted_file is not None:
+            self.log.custom("prime_ci.untrusted", {"file": cfg.untrusted_file.name})
+            text = cfg.untrusted_file.read_text(encoding="utf-8", errors="replace")
+            agent.say("prime_ci.untrusted", fence(text, f"--untrusted-file {cfg.untrusted_file.name}"))
+
+    async def _continue(self, agent: Agent, state: ResumeState) -> None:
+        """Resume: the logged conversation again (not re-logged), the kernel's snapshot, a note to the model."""
+        for message, eid in zip(state.messages, state.ids, strict=True):
+            agent.conversation.add(message, eid)
+        self.judge.rounds, self.judge.failed_rounds = state.gate_rounds, state.failed_rounds
+        if isinstance(self.prep.model, ReplayModel):
+            self.prep.model.position = state.replayed_replies
+        assert self.kernel is not None
+        restored = await self.kernel.restore()
+        lost = f" Sub-agents that were running were lost: {', '.join(state.children)}." if state.children else ""
+        agent.say("prime_ci.resumed", " ".join([
+            "[prime-ci] This run was interrupted and has been resumed. The Python kernel was restarted;",
+            f"{restored}.{lost}", *state.notes, "Check the state of the work, then continue the task."]))
 
     async def _on_cell(self, code: str, result: CellResult) -> None:
         self.cells.append({"code": code, "status": result.status, "output": cell_text(result.outputs)})
@@ -343,8 +312,9 @@ class Run:
     def _finish_harness(self) -> dict[str, Any]:
         out = self.prep.out
         try:
-            return self.prep.harness.finish(out, {"session.jsonl": out / "session.jsonl",
-                                                  "result.json": out / "result.json"}, self.prep.cfg.push)
+            info: dict[str, Any] = self.prep.harness.finish(
+                out, {"session.jsonl": out / "session.jsonl", "result.json": out / "result.json"}, self.prep.cfg.push)
+            return info
         except (HarnessError, GitError) as exc:
             self.say(f"harness state not committed: {exc}")
             return {"error": str(exc)}
@@ -374,12 +344,23 @@ class Run:
         }
 
 
+def _restore_budget(budget: Budget, state: ResumeState) -> None:
+    """Spend so far, from the last usage record (no double counting: it is cumulative)."""
+    u = state.usage
+    budget.turns, budget.model_calls = int(u.get("turns", 0)), int(u.get("model_calls", 0))
+    budget.prompt_tokens, budget.completion_tokens = int(u.get("prompt_tokens", 0)), int(u.get("completion_tokens", 0))
+    cost = u.get("cost_usd")
+    budget.cost_known = cost is not None or not u
+    budget.cost_usd = float(cost or 0.0)
+    budget.wall_offset = state.wall_spent
+
+
 def _in_actions() -> bool:
     return os.environ.get("GITHUB_ACTIONS") == "true"
 
 
-def execute(prep: Prepared, say: Say) -> dict[str, Any]:
-    run = Run(prep, say)
+def execute(prep: Prepared, say: Say, *, resume: ResumeState | None = None, salvage: bool = False) -> dict[str, Any]:
+    run = Run(prep, say, resume=resume, salvage=salvage)
     with contextlib.suppress(KeyboardInterrupt):
         return asyncio.run(run.execute())
     raise SystemExit(130)
