@@ -60,6 +60,7 @@ def test_notebook_of_real_cells_validates_and_reexecutes(tmp_path: Path) -> None
     assert nbformat.read(path, as_version=4).cells == []
     for count, (code, result) in enumerate(zip(CELLS, results, strict=True), 1):
         writer.add(code, result.outputs, count)
+        writer.flush()
         on_disk = nbformat.read(path, as_version=4)
         nbformat.validate(on_disk)
         assert len(on_disk.cells) == count, "written after every cell"
@@ -98,6 +99,7 @@ def test_outputs_are_normalised_and_capped(tmp_path: Path) -> None:
     writer.add("for i in range(5): print(f'line {i}')", chunks, 1)
     flood = [{"output_type": "stream", "name": "stdout", "text": "\x1b" * 900}] * 4
     writer.add("flood()", [*flood, {"output_type": "execute_result", "data": {"text/plain": "1"}}], 2)
+    writer.flush()
     nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
     assert [o["text"] for o in nb.cells[0].outputs] == ["".join(f"line {i}\n" for i in range(5))]
@@ -106,6 +108,7 @@ def test_outputs_are_normalised_and_capped(tmp_path: Path) -> None:
     secret = "nb-" + secrets.token_hex(12)
     register(secret)
     writer.add(f"print('{secret}')", [{"output_type": "stream", "name": "stdout", "text": secret + "\n"}], 3)
+    writer.flush()
     assert secret not in path.read_text() and nbformat.read(path, as_version=4).cells[2].outputs[0]["text"] == (
         "[REDACTED]\n")
     with pytest.raises(ValueError, match="not an nbformat v4 output type"):

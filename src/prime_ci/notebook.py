@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import platform
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from prime_ci.redact import redact
 from prime_ci.report import write_atomic
 
 NBF: Any = nbformat  # nbformat's helpers are untyped
+REWRITE_EVERY = 1.0
 MAX_CELL_OUTPUT = 100_000
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 _NOTE_ROOM = 200
@@ -27,7 +29,7 @@ _NOTE_ROOM = 200
 class NotebookWriter:
     """Builds an nbformat v4 notebook one executed cell at a time and keeps it on disk."""
 
-    def __init__(self, path: Path, *, max_cell_output: int = MAX_CELL_OUTPUT) -> None:
+    def __init__(self, path: Path, *, max_cell_output: int = MAX_CELL_OUTPUT, keep_existing: bool = False) -> None:
         self.path = path
         self.max_cell_output = max_cell_output
         nb = NBF.v4.new_notebook(metadata={
@@ -39,7 +41,11 @@ class NotebookWriter:
         # everything but the cells, as a JSON object body: '"metadata": {...}, "nbformat": 4, ...}'
         self._rest = json.dumps({k: v for k, v in nb.items() if k != "cells"}, sort_keys=True, indent=1)[1:]
         self._cells: list[str] = []  # each cell serialised (and redacted) once
-        self._flush()
+        if keep_existing and path.is_file():  # a resumed run continues the notebook of the interrupted one
+            old = json.loads(path.read_text(encoding="utf-8"))
+            self._cells = [json.dumps(c, sort_keys=True, indent=1, ensure_ascii=False) for c in old.get("cells", [])]
+        self._written = 0.0
+        self.flush()
 
     @property
     def cells(self) -> int:
@@ -51,13 +57,17 @@ class NotebookWriter:
         cell = NBF.v4.new_code_cell(source=code, execution_count=execution_count, outputs=stored)
         NBF.validator.validate(cell, ref="code_cell", version=4, version_minor=self.nbformat_minor)
         self._cells.append(redact(json.dumps(cell, sort_keys=True, indent=1, ensure_ascii=False)))
-        self._flush()
+        if time.monotonic() - self._written >= REWRITE_EVERY:
+            self.flush(sync=False)
 
-    def _flush(self) -> None:
+    def flush(self, *, sync: bool = True) -> None:
+        """Rewrite the file (atomically). Per cell it is rewritten at most once a second without fsync: it is
+        derived data; the session log is the durable record. The run's end flushes with fsync."""
         # A rewrite only joins the already serialised cells: validating and re-encoding the whole notebook
         # on every cell made each rewrite several times slower. Sources stay single strings (v4 allows it).
         text = '{\n"cells": [\n' + ",\n".join(self._cells) + "\n]," + self._rest + "\n"
-        write_atomic(self.path, text.encode())
+        write_atomic(self.path, text.encode(), sync=sync)
+        self._written = time.monotonic()
 
 
 def _merge_streams(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:

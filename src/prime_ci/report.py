@@ -19,8 +19,10 @@ EXIT_CODES = {
 }
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """temp file in the same directory -> fsync -> rename -> fsync the directory; errors are fatal."""
+def write_atomic(path: Path, data: str | bytes, *, sync: bool = True) -> None:
+    """temp file in the same directory -> fsync -> rename -> fsync the directory; errors are fatal.
+
+    ``sync=False`` skips both fsyncs (still atomic against a process crash) for derived, rewritable files."""
     raw = redact(data).encode() if isinstance(data, str) else data
     tmp = path.with_name(f".{path.name}.tmp")
     try:
@@ -30,10 +32,13 @@ def write_atomic(path: Path, data: str | bytes) -> None:
             view = memoryview(raw)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
+        if not sync:
+            return
         dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
         try:
             os.fsync(dfd)

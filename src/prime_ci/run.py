@@ -24,6 +24,7 @@ from prime_ci.judge import Judge
 from prime_ci.junit import github_annotations, write_gates_junit
 from prime_ci.kernel import CellResult, Kernel, KernelConfig, cell_text
 from prime_ci.model import ReplayModel, context_window, make_model
+from prime_ci.notebook import NotebookWriter
 from prime_ci.prepare import Prepared
 from prime_ci.prompt import base_prompt
 from prime_ci.resume import ResumeState
@@ -55,6 +56,7 @@ class Run:
     goal_done: str | None = None
     agent: Agent | None = None
     cells: list[dict[str, Any]] = field(default_factory=list)
+    notebook: NotebookWriter | None = None
     marker: str = field(default_factory=lambda: entry_id() + entry_id())
 
     async def execute(self) -> dict[str, Any]:
@@ -196,6 +198,9 @@ class Run:
 
     async def _on_cell(self, code: str, result: CellResult) -> None:
         self.cells.append({"code": code, "status": result.status, "output": cell_text(result.outputs)})
+        if self.notebook is None:
+            self.notebook = NotebookWriter(self.prep.out / "cells.ipynb", keep_existing=self.resume is not None)
+        self.notebook.add(code, result.outputs, len(self.cells))
 
     async def _turn_end(self) -> Stop | str:
         family = self.family
@@ -293,6 +298,8 @@ class Run:
             report.write_atomic(out / "patch.diff", patch)
             write_gates_junit(self.judge.last, out / "junit.xml")
             report.write_json(out / "result.json", result)
+            if self.notebook is not None:
+                self.notebook.flush()
             self.log.custom("prime_ci.stop", {"stop_reason": self.stop.reason, "exit_code": exit_code,
                                               "detail": self.stop.detail})
             self.log.close()
