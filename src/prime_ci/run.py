@@ -237,7 +237,9 @@ class Run:
         async def goal_complete(req: dict[str, Any]) -> Any:
             self.goal_done = str(req.get("summary") or "")
             self.log.custom("prime_ci.goal", {"status": "complete", "summary": self.goal_done})
-            return {"status": "complete", "note": "gates run when this turn ends; they decide success"}
+            if self.agent is not None:
+                self.agent.end_turn_requested = True  # the cell's turn ends here and the gates decide
+            return {"status": "complete", "note": "the turn ends after this cell; the gates decide success"}
 
         async def compact_run(req: dict[str, Any]) -> Any:
             assert self.agent is not None

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Last step of the composite: fail with prime-ci's exit code (after the artifacts were uploaded), unless
+# the caller asked for continue-on-error semantics.
+set -euo pipefail
+code=${EXIT_CODE:-}
+reason=${STOP_REASON:-}
+if [[ ! $code =~ ^[0-9]+$ ]]; then
+  echo "::error title=prime-ci::the run step did not report an exit code"
+  exit 70
+fi
+if [[ $code == 0 ]]; then
+  echo "prime-ci: ${reason:-completed} (exit 0)"
+  exit 0
+fi
+message="prime-ci exited $code${reason:+ ($reason)}; see the step summary and the uploaded artifacts"
+if [[ ${INPUT_CONTINUE_ON_ERROR:-false} == true ]]; then
+  echo "::warning title=prime-ci::$message (continue-on-error: true)"
+  exit 0
+fi
+echo "::error title=prime-ci::$message"
+exit "$code"

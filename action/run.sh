@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# The agent stage of the composite action: build the `prime-ci run` command line from INPUT_* variables,
+# run it, and publish its outcome as step outputs and the step summary.
+#
+# Every input arrives as an environment variable (action.yml never puts ${{ }} into this script's text).
+# This step never fails on prime-ci's exit code: action/finish.sh does, after the artifacts are uploaded.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+py=${PRIME_CI_PYTHON:-python3}
+out=${INPUT_OUT:-}
+: "${GITHUB_OUTPUT:?GITHUB_OUTPUT is not set}"
+summary=${GITHUB_STEP_SUMMARY:-/dev/null}
+
+annotation() {  # workflow-command escaping: the message cannot start a command of its own
+  local s=${1//%/%25}
+  s=${s//$'\r'/%0D}
+  printf '%s' "${s//$'\n'/%0A}"
+}
+
+outputs_without_run() {  # outputs_without_run EXIT_CODE STOP_REASON
+  printf 'exit-code=%s\nstop-reason=%s\nresult=\nout-dir=\nrun-id=\nsuccess=false\ntotal-tokens=\ncost-usd=\nchanged-files=[]\n' \
+    "$1" "$2" >>"$GITHUB_OUTPUT"
+  echo "artifact-name=" >>"$GITHUB_OUTPUT"
+}
+
+# A configuration error of the action itself: reported like prime-ci's own exit 2.
+usage_error() {
+  echo "::error title=prime-ci::$(annotation "$1")"
+  outputs_without_run 2 ""
+  printf '## ❌ prime-ci: configuration error (exit 2)\n\n%s\n' "$1" >>"$summary"
+  exit 0
+}
+
+helper_error=""
+helper_words() {  # helper_words ARRAY SUBCOMMAND TEXT: the helper's NUL-separated words into ARRAY
+  local -n _words=$1
+  local tmp
+  tmp=$(mktemp)
+  if ! helper_error=$("$py" "$here/helper.py" "$2" "$3" 2>&1 >"$tmp"); then
+    rm -f "$tmp"
+    return 1
+  fi
+  mapfile -d '' _words <"$tmp"
+  rm -f "$tmp"
+}
+
+bool() {  # bool NAME VALUE -> 0 for true, 1 for false; anything else is a usage error
+  case "${2,,}" in
+    true) return 0 ;;
+    false | "") return 1 ;;
+    *) usage_error "input $1: expected true or false, got '$2'" ;;
+  esac
+}
+
+if [[ ${GATE_ALLOWED:-} != true ]]; then
+  reason=${GATE_REASON:-the trigger gate did not allow this run}
+  echo "::error title=prime-ci trigger gate::$(annotation "$reason")"
+  outputs_without_run 7 security_stop
+  printf '## ❌ prime-ci: refused by the trigger gate (exit 7)\n\n%s\n' "$reason" >>"$summary"
+  exit 0
+fi
+: "${PRIME_CI_BIN:?PRIME_CI_BIN is not set (the install step did not run)}"
+
+# A fresh directory per step, so that two runs in one job never read each other's result.json.
+[[ -n $out ]] || out=$(mktemp -d "${RUNNER_TEMP:-/tmp}/prime-ci-out.XXXXXX")
+args=(run "${INPUT_REPO:-.}" --out "$out")
+[[ -z ${INPUT_REF:-} ]] || args+=(--ref "$INPUT_REF")
+[[ -z ${INPUT_TASK:-} ]] || args+=(--task "$INPUT_TASK")
+[[ -z ${INPUT_TASK_FILE:-} ]] || args+=(--task-file "$INPUT_TASK_FILE")
+[[ -z ${INPUT_MODEL:-} ]] || args+=(--model "$INPUT_MODEL")
+[[ -z ${INPUT_API_BASE:-} ]] || args+=(--api-base "$INPUT_API_BASE")
+while IFS= read -r line; do
+  line=${line#"${line%%[![:space:]]*}"}
+  [[ -z $line || $line == \#* ]] || args+=(--gate "$line")
+done <<<"${INPUT_GATES:-}"
+while IFS= read -r line; do
+  line=${line#"${line%%[![:space:]]*}"}
+  line=${line%"${line##*[![:space:]]}"}
+  [[ -z $line ]] || args+=(--gates-file "$line")
+done <<<"${INPUT_GATES_FILE:-}"
+[[ -z ${INPUT_GATES_FROM:-} ]] || args+=(--gates-from "$INPUT_GATES_FROM")
+if [[ -n ${INPUT_BUDGETS:-} ]]; then
+  budget_flags=()
+  helper_words budget_flags budgets "$INPUT_BUDGETS" || usage_error "$helper_error"
+  args+=("${budget_flags[@]}")
+fi
+[[ -z ${INPUT_HARNESS_BRANCH:-} ]] || args+=(--harness-branch "$INPUT_HARNESS_BRANCH")
+if bool propose "${INPUT_PROPOSE:-}"; then args+=(--propose); fi
+[[ -z ${INPUT_SANDBOX:-} ]] || args+=(--sandbox "$INPUT_SANDBOX")
+if bool require-changes "${INPUT_REQUIRE_CHANGES:-}"; then args+=(--require-changes); fi
+
+# Event text (PR title/body, comments) and any caller-supplied untrusted file become one data file.
+untrusted=$(mktemp "${RUNNER_TEMP:-/tmp}/prime-ci-untrusted.XXXXXX")
+event_path=""
+if bool event-text "${INPUT_EVENT_TEXT:-true}"; then event_path=${GITHUB_EVENT_PATH:-}; fi
+helper_error=$("$py" "$here/helper.py" event-text "$event_path" "$untrusted" ${INPUT_UNTRUSTED_FILE:+"$INPUT_UNTRUSTED_FILE"} 2>&1) \
+  || usage_error "$helper_error"
+[[ ! -s $untrusted ]] || args+=(--untrusted-file "$untrusted")
+
+if [[ -n ${INPUT_EXTRA_ARGS:-} ]]; then
+  extra=()
+  helper_words extra split-args "$INPUT_EXTRA_ARGS" || usage_error "$helper_error"
+  args+=("${extra[@]}")
+fi
+
+echo "prime-ci ${args[*]@Q}"
+set +e
+# The agent stage holds no GitHub credentials: whatever token the job has stays out of the run's tree.
+env -u GH_TOKEN -u GITHUB_TOKEN -u ACTIONS_RUNTIME_TOKEN -u ACTIONS_ID_TOKEN_REQUEST_TOKEN \
+  -u ACTIONS_ID_TOKEN_REQUEST_URL "$PRIME_CI_BIN" "${args[@]}"
+code=$?
+set -e
+
+"$py" "$here/helper.py" outputs "$code" "$out" "${INPUT_ARTIFACT_NAME:-}" >>"$GITHUB_OUTPUT"
+if [[ $code != 2 && -s $out/summary.md ]]; then  # exit 2: nothing started, a summary.md there is older
+  # The step summary is capped at 1 MiB per step by GitHub.
+  head -c 900000 "$out/summary.md" >>"$summary"
+else
+  printf '## ❌ prime-ci exited %s before writing a summary\n\nSee the step log for the error.\n' "$code" >>"$summary"
+fi
+echo "prime-ci exited $code; artifacts in $out"

@@ -1,0 +1,306 @@
+"""Deterministic checks and texts for publish/publish.sh (stdlib only; no prime-ci install needed).
+
+    helper.py field JSON_FILE KEY                 a dotted field of a JSON file ('' when missing or null)
+    helper.py json-field KEY                      the same, for a JSON document on stdin
+    helper.py check-paths [options]               policy check of `git diff --cached --raw -z` on stdin
+    helper.py stage-harness SRC DEST               copy harness state as the run commits it (no hidden files)
+    helper.py secrets PATCH                       refuse a patch whose added lines look like credentials
+    helper.py title RESULT_JSON [TITLE]           a one-line, sanitized PR title
+    helper.py body RESULT_JSON                    the change PR's body, sanitized
+    helper.py sanitize FILE                       sanitize markdown written by the model (harness-pr.md)
+
+A refusal prints one line on stderr and exits 1; usage errors exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+# Never publishable, whatever allow-paths says: CI definitions, action metadata, code owners, submodules,
+# prime-ci's own state directory.
+HARD_FORBIDDEN = (".github/**", "action.yml", "action.yaml", "CODEOWNERS", ".gitmodules", ".prime-ci/**")
+# Forbidden unless listed in allow-paths: lock files and files that configure tools on developers' machines.
+SOFT_FORBIDDEN = (
+    "*.lock", "package-lock.json", "npm-shrinkwrap.json", "pnpm-lock.yaml", "go.sum", "*.lock.json",
+    ".pre-commit-config.yaml", "prime-ci.toml", ".envrc",
+)  # fmt: skip
+SECRET_PATTERNS = (
+    ("GitHub token", r"\b(gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})"),
+    ("AWS access key", r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"),
+    ("private key", r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    ("Slack token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
+    ("provider API key", r"\bsk-(ant-)?[A-Za-z0-9_-]{32,}"),
+    ("Google API key", r"\bAIza[0-9A-Za-z_-]{35}\b"),
+)
+MAX_BODY = 60_000
+ZWSP = "\u200b"
+
+
+class Refused(Exception):
+    pass
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """gitignore-like: `**` crosses directories, `*` and `?` do not; a pattern without `/` matches at any depth."""
+    p = pattern.strip()
+    if p.endswith("/"):
+        p += "**"
+    if "/" not in p:
+        p = "**/" + p
+    p = p.lstrip("/")
+    out, i = "", 0
+    while i < len(p):
+        if p.startswith("**/", i):
+            out, i = out + "(?:.*/)?", i + 3
+        elif p.startswith("**", i):
+            out, i = out + ".*", i + 2
+        elif p[i] == "*":
+            out, i = out + "[^/]*", i + 1
+        elif p[i] == "?":
+            out, i = out + "[^/]", i + 1
+        else:
+            out, i = out + re.escape(p[i]), i + 1
+    return re.compile(out + r"\Z", re.IGNORECASE)  # case-insensitive: checkouts on macOS/Windows fold case
+
+
+def matches(path: str, patterns: list[str]) -> str | None:
+    for pattern in patterns:
+        if pattern.strip() and glob_regex(pattern).match(path):
+            return pattern
+    return None
+
+
+def words(text: str) -> list[str]:
+    return [w for w in re.split(r"[\s,]+", text) if w]
+
+
+def parse_raw(data: bytes) -> list[tuple[str, str, str]]:
+    """(new mode, status, path) from `git diff --raw -z --no-renames`."""
+    fields = data.decode("utf-8", "surrogateescape").split("\0")
+    out = []
+    i = 0
+    while i + 1 < len(fields) and fields[i].startswith(":"):
+        meta = fields[i][1:].split()
+        out.append((meta[1], meta[4], fields[i + 1]))
+        i += 2
+    return out
+
+
+def check_paths(raw: bytes, extra_paths: list[str], forbidden: list[str], allowed: list[str], max_files: int,
+                only: list[str] | None = None) -> None:  # fmt: skip
+    entries = parse_raw(raw)
+    paths = sorted({p for _, _, p in entries} | set(extra_paths))
+    if not entries:
+        raise Refused("the patch changes nothing")
+    if len(paths) > max_files:
+        raise Refused(f"{len(paths)} files changed, more than max-files {max_files}")
+    for mode, status, path in entries:
+        if mode == "120000":
+            raise Refused(f"{path}: symbolic links are not published")
+        if mode == "160000":
+            raise Refused(f"{path}: submodule changes are not published")
+        if status not in ("A", "M", "D"):
+            raise Refused(f"{path}: unexpected change type {status}")
+    for path in paths:
+        if ".." in path.split("/") or path.startswith("/"):
+            raise Refused(f"{path}: path leaves the repository")
+        if only and not matches(path, only):
+            raise Refused(f"{path}: outside {', '.join(only)}")
+        rule = matches(path, [*HARD_FORBIDDEN, *forbidden])
+        if rule is None and not matches(path, allowed):
+            rule = matches(path, list(SOFT_FORBIDDEN))
+        if rule is not None:
+            raise Refused(f"{path}: forbidden path (rule {rule!r})")
+
+
+def stage_harness(src: Path, dest: Path) -> None:
+    """Regular, non-hidden files outside caches: what prime-ci itself commits as harness state."""
+    for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "__pycache__")
+        for name in sorted(filenames):
+            path = Path(dirpath, name)
+            if name.startswith(".") or path.is_symlink() or not path.is_file():
+                continue
+            target = dest / path.relative_to(src)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+
+
+def scan_secrets(patch: str) -> None:
+    for line in patch.splitlines():
+        if not line.startswith("+") or line.startswith("+++"):
+            continue
+        for name, pattern in SECRET_PATTERNS:
+            if re.search(pattern, line):
+                raise Refused(f"the patch adds what looks like a {name}; nothing is published")
+
+
+def allowed_hosts() -> set[str]:
+    hosts = {"github.com", "docs.github.com"}
+    server = os.environ.get("GITHUB_SERVER_URL", "")
+    match = re.match(r"https?://([^/:]+)", server)
+    if match:
+        hosts.add(match.group(1).lower())
+    return hosts
+
+
+def sanitize(text: str) -> str:
+    """Make model-influenced markdown safe to post (RELIABILITY S9): no hidden text, images, HTML, links to
+    other hosts, @mentions, issue references or closing keywords; bounded size."""
+    hosts = allowed_hosts()
+    text = re.sub(r"<!--.*?(-->|\Z)", "", text, flags=re.DOTALL)
+    text = re.sub(r"[\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]", "", text)
+    text = re.sub(r"\x1b\[[0-9;?]*[ -/]*[@-~]", "", text)
+    text = re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", "", text)
+    text = re.sub(r"!\[[^\]]*\]\([^)]*\)|!\[[^\]]*\]\[[^\]]*\]", "[image removed]", text)
+    text = re.sub(r"</?[A-Za-z][A-Za-z0-9:-]*(\s[^<>]*)?/?>", "", text)
+
+    def url(match: re.Match[str]) -> str:
+        host = match.group(2).lower()
+        return match.group(0) if host in hosts or host.endswith(".github.com") else f"[link removed: {host}]"
+
+    text = re.sub(r"(https?|ftp)://([A-Za-z0-9.-]+)[^\s)\]>\"']*", url, text)
+    text = re.sub(r"(?<![\w`/])www\.([A-Za-z0-9-]+\.)+[A-Za-z]{2,}\S*", "[link removed]", text)
+    text = re.sub(r"\b(clos|fix|resolv)(e|es|ed)?(?=:?\s+([\w.-]+/[\w.-]+)?(#|GH-|https?://))",
+                  lambda m: m.group(0)[0] + ZWSP + m.group(0)[1:], text, flags=re.IGNORECASE)  # fmt: skip
+    text = re.sub(r"@(?=[A-Za-z0-9])", "@" + ZWSP, text)
+    text = re.sub(r"#(?=\d)", "#" + ZWSP, text)
+    text = re.sub(r"\b(GH-)(?=\d)", r"\1" + ZWSP, text, flags=re.IGNORECASE)
+    if len(text) > MAX_BODY:
+        text = text[:MAX_BODY] + "\n\n[truncated]\n"
+    return text
+
+
+def code(text: object) -> str:
+    """An inline code span that the text cannot break out of."""
+    clean = " ".join(str(text).replace("`", "'").split())
+    return f"`{clean}`"
+
+
+def field(data: Any, key: str) -> str:
+    for part in key.split("."):
+        if isinstance(data, dict):
+            data = data.get(part)
+        elif isinstance(data, list) and part.isdigit() and int(part) < len(data):
+            data = data[int(part)]
+        else:
+            return ""
+    if data is None:
+        return ""
+    if isinstance(data, bool):
+        return "true" if data else "false"
+    if isinstance(data, (dict, list)):
+        return json.dumps(data)
+    return str(data)
+
+
+def load_json(path: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SystemExit(f"prime-ci publish: cannot read {path}: {exc}") from None
+
+
+def title(result: dict[str, Any], given: str) -> str:
+    text = given.strip() or "prime-ci: " + (str(result.get("task", "")).strip().splitlines() or ["change"])[0]
+    text = " ".join(sanitize(text).split())
+    return text[:120] + ("…" if len(text) > 120 else "")
+
+
+def body(result: dict[str, Any]) -> str:
+    usage = result.get("usage") or {}
+    cost = usage.get("cost_usd")
+    task = " ".join(str(result.get("task", "")).split())
+    lines = [
+        f"prime-ci run {code(result.get('run_id', ''))} finished with {code(result.get('stop_reason', ''))} "
+        f"(exit {result.get('exit_code')}) on base {code(str(result.get('base_commit', ''))[:12])}.",
+        "",
+        f"**Task:** {task[:1000]}{'…' if len(task) > 1000 else ''}",
+        "",
+        f"**Model:** {code(result.get('model', ''))} · **turns:** {usage.get('turns')} · "
+        f"**tokens:** {usage.get('total_tokens')} · **cost:** {'unknown' if cost is None else f'${cost:.4f}'}",
+        "",
+    ]
+    gates = result.get("gates") or []
+    if gates:
+        lines += ["| gate | result | attempts |", "|---|---|---|"]
+        for g in gates:
+            state = "pass" if g.get("passed") else "fail"
+            lines.append(f"| {code(g.get('name', ''))} | {state}{' (flaky)' if g.get('flaky') else ''} | "
+                         f"{g.get('attempts')} |")  # fmt: skip
+        lines.append("")
+    files = result.get("changed_files") or []
+    lines += [f"**Changed files ({len(files)}):**", ""] + [f"- {code(f)}" for f in files[:100]]
+    if len(files) > 100:
+        lines.append(f"- … and {len(files) - 100} more")
+    flags = result.get("flags") or []
+    if flags:
+        lines += ["", "**Flags:**", ""] + [f"- {' '.join(str(f).split())}" for f in flags[:20]]
+    lines += ["", "Opened by the prime-ci publish step. Review the diff as you would any contribution; "
+              "prime-ci never merges."]  # fmt: skip
+    return sanitize("\n".join(lines)) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="helper.py", description=__doc__)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("field")
+    p.add_argument("file")
+    p.add_argument("key")
+    p = sub.add_parser("json-field")
+    p.add_argument("key")
+    p = sub.add_parser("check-paths")
+    p.add_argument("--result", help="result.json: its changed_files are checked too")
+    p.add_argument("--forbidden", default="")
+    p.add_argument("--allow", default="")
+    p.add_argument("--max-files", type=int, default=50)
+    p.add_argument("--only", action="append", help="every path must match one of these globs")
+    p = sub.add_parser("stage-harness")
+    p.add_argument("src")
+    p.add_argument("dest")
+    p = sub.add_parser("secrets")
+    p.add_argument("patch")
+    p = sub.add_parser("title")
+    p.add_argument("result")
+    p.add_argument("given", nargs="?", default="")
+    p = sub.add_parser("body")
+    p.add_argument("result")
+    p = sub.add_parser("sanitize")
+    p.add_argument("file")
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "field":
+            print(field(load_json(args.file), args.key))
+        elif args.cmd == "json-field":
+            try:
+                print(field(json.loads(sys.stdin.read()), args.key))
+            except json.JSONDecodeError as exc:
+                raise SystemExit(f"prime-ci publish: not JSON: {exc}") from None
+        elif args.cmd == "check-paths":
+            extra = list(load_json(args.result).get("changed_files") or []) if args.result else []
+            check_paths(sys.stdin.buffer.read(), extra, words(args.forbidden), words(args.allow), args.max_files,
+                        args.only)  # fmt: skip
+        elif args.cmd == "stage-harness":
+            stage_harness(Path(args.src), Path(args.dest))
+        elif args.cmd == "secrets":
+            scan_secrets(Path(args.patch).read_text(encoding="utf-8", errors="replace"))
+        elif args.cmd == "title":
+            print(title(load_json(args.result), args.given))
+        elif args.cmd == "body":
+            sys.stdout.write(body(load_json(args.result)))
+        elif args.cmd == "sanitize":
+            sys.stdout.write(sanitize(Path(args.file).read_text(encoding="utf-8", errors="replace")))
+    except Refused as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
