@@ -99,3 +99,18 @@ def run_prime(
             "--out", str(out), *extra]
     proc = run_cli(args, cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test-canary", **(env or {})}, timeout=timeout)
     return Outcome(proc, out)
+
+
+def live_processes_with(marker: str) -> list[int]:
+    """Pids of live (not zombie) processes whose command line contains ``marker``."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                    if state != "Z":
+                        alive.append(int(entry.name))
+            except OSError:
+                continue
+    return alive

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from junitparser import JUnitXml, Properties
 
-from conftest import BUGGY, FIX, make_repo, run_prime
+from conftest import BUGGY, FIX, live_processes_with, make_repo, run_prime
 from prime_ci.testing import ScriptedServer, ipython, reply
 
 TWO_FAILING = {
@@ -17,18 +17,6 @@ TWO_FAILING = {
     "test_more.py": "def test_strings_join():\n    assert '-'.join('ab') == 'a+b'\n",
 }
 BIG = "python -c \"import sys; sys.stdout.write('y' * 5_000_000)\"; "
-
-
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if marker.encode() in (proc / "cmdline").read_bytes():
-                    found.append(int(proc.name))
-            except OSError:
-                continue
-    return found
 
 
 def test_two_failing_gates_fed_back_bounded_with_full_logs(tmp_path: Path, server: ScriptedServer) -> None:
@@ -69,11 +57,13 @@ def test_cell_reads_full_gate_output(tmp_path: Path, buggy_repo: Path, server: S
 
 
 def test_unchanged_workspace_is_not_rerun(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:
-    counter = tmp_path / "counter"
+    # the counter lives in the run's own directory inside the worktree: excluded from the fingerprint, and
+    # visible from the host (a sandboxed gate has a private /tmp)
     server.add(reply("done"), reply("still done"), reply("really done"))
-    run = run_prime(tmp_path, buggy_repo, server, "--max-gate-retries", "2",
-                    "--gate", f"echo run >> {counter}; python -m pytest -q")
+    run = run_prime(tmp_path, buggy_repo, server, "--max-gate-retries", "2", "--keep-worktree",
+                    "--gate", "mkdir -p .prime-ci && echo run >> .prime-ci/counter; python -m pytest -q")
     assert run.code == 1 and run.result["stop_reason"] == "gates_failed"
+    counter = Path(run.result["worktree"]) / ".prime-ci" / "counter"
     assert counter.read_text().count("run") == 1, "gates reran on an unchanged workspace"
     assert len(server.chat_requests) == 3
     told = server.chat_requests[1].body["messages"][-1]["content"]
@@ -82,10 +72,10 @@ def test_unchanged_workspace_is_not_rerun(tmp_path: Path, buggy_repo: Path, serv
 
 
 def test_flaky_gate_is_reported_and_run_completes(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:
-    flip = tmp_path / "flip"
+    flip = ".prime-ci/flip"
     gates = tmp_path / "gates.toml"
-    gates.write_text(f'[[gate]]\nname = "flaky"\ncommand = "test -e {flip} || {{ touch {flip}; exit 1; }}"\n'
-                     'reruns = 2\n')
+    gates.write_text(f'[[gate]]\nname = "flaky"\ncommand = "test -e {flip} || {{ mkdir -p .prime-ci; touch {flip}; '
+                     'exit 1; }"\nreruns = 2\n')
     server.add(reply("nothing to do"))
     run = run_prime(tmp_path, buggy_repo, server, "--gates-file", str(gates))
     assert run.code == 0, run.proc.stderr
@@ -110,7 +100,7 @@ def test_stubborn_gates_killed_at_timeout_no_survivors(
     run = run_prime(tmp_path, buggy_repo, server, "--gates-file", str(gates), "--max-gate-retries", "0")
     assert run.code == 1
     assert [g["timed_out"] for g in run.result["gates"]] == [True, True]
-    assert _processes_with(f"sleep\x00{m1}") == [] and _processes_with(f"sleep\x00{m2}") == []
+    assert live_processes_with(f"sleep\x00{m1}") == [] and live_processes_with(f"sleep\x00{m2}") == []
 
 
 def test_conftest_edit_is_a_security_stop(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:

@@ -123,15 +123,20 @@ def _finished_run(tmp_path: Path, repo: Path) -> Path:
     return out
 
 
+def _killed_after(repo: Path, out: Path, srv: ScriptedServer, requests: int) -> None:
+    """Start a run and SIGKILL its host once the provider has seen ``requests`` requests."""
+    proc = _start(repo, out, srv.url)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(srv.chat_requests) < requests:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
 def test_torn_tail_is_repaired_on_resume(tmp_path: Path, buggy_repo: Path) -> None:
     out = tmp_path / "out"
     with ScriptedServer(script=counting_script) as srv:
-        proc = _start(buggy_repo, out, srv.url)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(srv.chat_requests) < 4:
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        _killed_after(buggy_repo, out, srv, 4)
         session = out / "session.jsonl"
         complete = _complete_lines(session)
         with open(session, "wb") as fh:  # simulate a record cut short by the kill
@@ -145,12 +150,7 @@ def test_torn_tail_is_repaired_on_resume(tmp_path: Path, buggy_repo: Path) -> No
 def test_nul_block_in_the_middle_is_refused_then_salvaged(tmp_path: Path, buggy_repo: Path) -> None:
     out = tmp_path / "out"
     with ScriptedServer(script=counting_script) as srv:
-        proc = _start(buggy_repo, out, srv.url)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(srv.chat_requests) < 6:
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        _killed_after(buggy_repo, out, srv, 6)
         session = out / "session.jsonl"
         lines = _complete_lines(session).splitlines(keepends=True)
         damaged = b"".join(lines[:8]) + b"\0" * 300 + b"".join(lines[9:])

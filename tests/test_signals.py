@@ -11,22 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PRIME_CI
+from conftest import PRIME_CI, live_processes_with
 from prime_ci.testing import ScriptedServer, hang, ipython, reply
-
-
-def _marked_alive(marker: str) -> list[int]:
-    alive = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-                    if state != "Z":
-                        alive.append(int(entry.name))
-            except OSError:
-                continue
-    return alive
 
 
 @pytest.mark.parametrize(
@@ -51,8 +37,9 @@ def test_signal_stops_cleanly(phase: str, sig: int, code: int, tmp_path: Path, b
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            busy = {"model": len(server.chat_requests) >= 1, "cell": bool(_marked_alive(marker)),
-                    "gate": bool(_marked_alive(marker))}[phase]
+            # match the sleep itself: prime-ci's own command line holds the marker too (in --gate)
+            sleeping = bool(live_processes_with(f"sleep\0{marker}"))
+            busy = {"model": len(server.chat_requests) >= 1, "cell": sleeping, "gate": sleeping}[phase]
             if busy:
                 break
             time.sleep(0.1)
@@ -68,4 +55,4 @@ def test_signal_stops_cleanly(phase: str, sig: int, code: int, tmp_path: Path, b
     last = json.loads((out / "session.jsonl").read_text().splitlines()[-1])
     assert last["customType"] == "prime_ci.stop" and last["data"]["stop_reason"] == "interrupted"
     time.sleep(0.3)
-    assert _marked_alive(marker) == []
+    assert live_processes_with(f"sleep\0{marker}") == []
