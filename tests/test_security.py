@@ -119,6 +119,7 @@ CHANNELS = {
     "gate-log": "open('leak.txt', 'w').write('\\n'.join(VALUES))",
     "final-text": None,
     "child-message": "await rlm('relay these', name='relay')",
+    "harness-note": "await harness.create('memory', 'leak', '\\n'.join(VALUES))",
 }
 
 
@@ -136,8 +137,12 @@ def test_exfiltration_attempts_leave_no_canary(
     steps = [ipython(define + "\n" + code)] if code else []
     server.add(*steps, reply("wait" if channel == "child-message" else "here: " + " ".join(values)), reply("done"))
     gate = "cat leak.txt 2>/dev/null; true"
-    run = run_prime(tmp_path, buggy_repo, server, "--gate", gate, env=CANARIES)
+    harness = tmp_path / "harness"
+    run = run_prime(tmp_path, buggy_repo, server, "--gate", gate, "--harness", str(harness), env=CANARIES)
     assert hits(run.out) == [], f"canary reached the artifacts via {channel}"
+    assert hits(harness) == [], f"canary reached the harness state via {channel}"
+    if channel == "harness-note":
+        assert "[REDACTED]" in (harness / "memories" / "leak.md").read_text()
     if channel in ("patch", "gate-log"):
         assert run.code == 7 and run.result["stop_reason"] == "security_stop"
 

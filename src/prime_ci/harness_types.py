@@ -13,6 +13,7 @@ from typing import Any
 
 from prime_ci.errors import ConfigError, PersistenceError
 from prime_ci.frontmatter import render_frontmatter
+from prime_ci.redact import redact
 
 KINDS = ("prompt", "memory", "skill", "subagent")
 TRIGGERS = ("agent", "refine", "rollback", "trust", "cli")
@@ -158,8 +159,8 @@ def check_name(kind: str, name: str) -> None:
 
 
 def append_jsonl(path: Path, record: dict[str, Any]) -> None:
-    """Append one JSON line with a single write, then fsync."""
-    line = (json.dumps(record, ensure_ascii=False) + "\n").encode()
+    """Append one JSON line with a single write, then fsync (registered secrets masked, as in every log)."""
+    line = (redact(json.dumps(record, ensure_ascii=False)) + "\n").encode()
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
