@@ -32,3 +32,19 @@ def test_restart_limit_ends_the_run_cleanly(tmp_path: Path, buggy_repo: Path, se
     assert run.code == 1, run.proc.stderr
     assert run.result["stop_reason"] == "gates_failed" and "restart limit" in run.result["detail"]
     assert len(server.chat_requests) == 6
+
+
+def test_cell_timeout_interrupts_then_restarts_a_wedged_kernel(
+    tmp_path: Path, buggy_repo: Path, server: ScriptedServer
+) -> None:
+    wedge = ("import time\nwhile True:\n    try:\n        time.sleep(0.05)\n"
+             "    except KeyboardInterrupt:\n        pass")
+    server.add(ipython("kept = 'yes'"), ipython("import time\ntime.sleep(60)"), ipython("print('KEPT', kept)"),
+               ipython(wedge), ipython("print('AFTER', kept)"), reply("done"))
+    run = run_prime(tmp_path, buggy_repo, server, "--cell-timeout", "2s")
+    assert run.code == 0, run.proc.stderr
+    outputs = [str(r.body["messages"][-1]["content"]) for r in server.chat_requests]
+    assert "interrupted after 2s timeout; kernel state kept" in outputs[2]
+    assert "KEPT yes" in outputs[3]
+    assert "ignored the interrupt" in outputs[4] and "kernel was restarted (1/5)" in outputs[4]
+    assert "AFTER yes" in outputs[5]  # restored from the snapshot
