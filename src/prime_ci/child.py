@@ -124,11 +124,12 @@ class Host:
         except asyncio.CancelledError:
             stop = Stop("interrupted", "stopped by the root")
         finally:
-            await kernel.shutdown()
-            await own.close()
+            # the record first: the root gives a stopping child little time before it signals it
             log.custom("prime_ci.stop", {"stop_reason": stop.reason, "exit_code": 0, "detail": stop.detail,
                                          "litellm_loaded": "litellm" in sys.modules})
             log.close()
+            kernel.kill()
+            await own.close()
         if stop.reason != "interrupted":
             await self.commit_branch()
             await self.root("child.event", kind="turn_done", last_text=self.agent.last_text)
@@ -148,3 +149,7 @@ class Host:
 def main(spec_path: Path) -> int:
     spec = json.loads(spec_path.read_text())
     return asyncio.run(Host(spec, spec_path.parent).run())
+
+
+if __name__ == "__main__":  # `python -m prime_ci.child SPEC`: skips the CLI's imports on the spawn path
+    raise SystemExit(main(Path(sys.argv[1])))

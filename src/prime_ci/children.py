@@ -145,7 +145,7 @@ class Family:
         log = open(session_dir / "child.log", "ab")  # noqa: SIM115 - inherited by the child process
         try:
             member.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "prime_ci", "child", str(session_dir / "spec.json"),
+                sys.executable, "-m", "prime_ci.child", str(session_dir / "spec.json"),
                 env=self.env, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
             )
         finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -18,10 +19,15 @@ POS = click.IntRange(min=1)
 NONNEG = click.IntRange(min=0)
 
 
-def _say(text: str) -> None:
+@functools.cache
+def _console() -> Any:
     from rich.console import Console
 
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[dim]prime-ci:[/dim] {text}", markup=True)
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _say(text: str) -> None:
+    _console().print(f"[dim]prime-ci:[/dim] {text}", markup=True)
 
 
 def _host_setup() -> None:

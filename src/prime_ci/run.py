@@ -370,6 +370,9 @@ def _in_actions() -> bool:
 
 def execute(prep: Prepared, say: Say, *, resume: ResumeState | None = None, salvage: bool = False) -> dict[str, Any]:
     run = Run(prep, say, resume=resume, salvage=salvage)
-    with contextlib.suppress(KeyboardInterrupt):
-        return asyncio.run(run.execute())
-    raise SystemExit(130)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            return asyncio.run(run.execute())
+        raise SystemExit(130)
+    finally:
+        procs.reap_orphans()  # the event loop (and its child watcher) is gone: collect adopted zombies
