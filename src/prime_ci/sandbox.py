@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,11 +94,12 @@ class Sandbox:
         for masked in MASKED:
             if os.path.isdir(masked):
                 args += ["--tmpfs", masked]
+        # Real paths: bwrap cannot create a mount point through a symlink inside the private /tmp or home.
         for path in _interpreter_dirs():
             args += ["--ro-bind", path, path]
-        for path in self.writable:
+        for path in _real(self.writable):
             args += ["--bind", path, path]
-        for path in self.readonly:
+        for path in _real(self.readonly):
             args += ["--ro-bind", path, path]
         return [*args, "--", *argv]
 
@@ -115,8 +117,15 @@ def _interpreter_dirs() -> list[str]:
 
     dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
             str(Path(prime_ci.__file__).resolve().parents[1])}
-    dirs.update(p for p in sys.path if p and os.path.isdir(p))
-    return sorted(d for d in dirs if os.path.isdir(d))
+    # only package directories from sys.path: an entry like the current directory or /tmp would undo the
+    # private /tmp and the hidden home
+    dirs.update(p for p in sys.path if "-packages" in p)
+    return _real(d for d in dirs if os.path.isdir(d))
+
+
+def _real(paths: Iterable[str]) -> list[str]:
+    """Resolved, de-duplicated, parents before children (a later bind must not hide an earlier one's child)."""
+    return sorted({os.path.realpath(p) for p in paths})
 
 
 def probe(bwrap: str) -> str | None:
