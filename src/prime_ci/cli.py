@@ -27,7 +27,13 @@ def _console() -> Any:
 
 
 def _say(text: str) -> None:
-    _console().print(f"[dim]prime-ci:[/dim] {text}", markup=True)
+    if sys.stderr.isatty():
+        _console().print(f"[dim]prime-ci:[/dim] {text}", markup=True)
+    else:  # CI logs: plain lines, without rich's per-line rendering cost
+        from rich.markup import render
+
+        sys.stderr.write(f"prime-ci: {render(text).plain}\n")
+        sys.stderr.flush()
 
 
 def _host_setup() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import platform
+import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -54,8 +55,10 @@ class NotebookWriter:
     def add(self, code: str, outputs: list[dict[str, Any]], execution_count: int) -> None:
         """Append a code cell; ``outputs`` as in ``kernel.CellResult.outputs`` (nbformat v4 output dicts)."""
         stored = _cap([_output(o, execution_count) for o in _merge_streams(outputs)], self.max_cell_output)
-        cell = NBF.v4.new_code_cell(source=code, execution_count=execution_count, outputs=stored)
-        NBF.validator.validate(cell, ref="code_cell", version=4, version_minor=self.nbformat_minor)
+        # Built as plain v4 dicts: nbformat's per-object jsonschema validation cost more than a whole turn of
+        # prime-ci's own work. The shapes are fixed here and the tests validate the notebooks this writes.
+        cell = {"cell_type": "code", "execution_count": execution_count, "id": secrets.token_hex(8),
+                "metadata": {}, "outputs": stored, "source": code}
         self._cells.append(redact(json.dumps(cell, sort_keys=True, indent=1, ensure_ascii=False)))
         if time.monotonic() - self._written >= REWRITE_EVERY:
             self.flush(sync=False)
@@ -87,17 +90,18 @@ def _output(out: dict[str, Any], execution_count: int) -> Any:
     kind = out.get("output_type")
     if kind == "stream":
         name = out.get("name") if out.get("name") in ("stdout", "stderr") else "stdout"
-        return NBF.v4.new_output("stream", name=name, text=str(out.get("text", "")))
+        return {"output_type": "stream", "name": name, "text": str(out.get("text", ""))}
     if kind in ("execute_result", "display_data"):
         data = {str(k): v if isinstance(v, str | dict | list) else str(v) for k, v in (out.get("data") or {}).items()}
+        metadata = out.get("metadata") if isinstance(out.get("metadata"), dict) else {}
         if kind == "display_data":
-            return NBF.v4.new_output("display_data", data=data, metadata=out.get("metadata") or {})
+            return {"output_type": "display_data", "data": data, "metadata": metadata}
         count = out.get("execution_count")
-        return NBF.v4.new_output("execute_result", data=data, metadata=out.get("metadata") or {},
-                                      execution_count=count if isinstance(count, int) else execution_count)  # fmt: skip
+        return {"output_type": "execute_result", "data": data, "metadata": metadata,
+                "execution_count": count if isinstance(count, int) else execution_count}
     if kind == "error":
-        return NBF.v4.new_output("error", ename=str(out.get("ename", "")), evalue=str(out.get("evalue", "")),
-                                      traceback=[str(line) for line in out.get("traceback", [])])  # fmt: skip
+        return {"output_type": "error", "ename": str(out.get("ename", "")), "evalue": str(out.get("evalue", "")),
+                "traceback": [str(line) for line in out.get("traceback", [])]}
     raise ValueError(f"not an nbformat v4 output type: {kind!r}")
 
 
@@ -119,17 +123,17 @@ def _cap(outputs: list[Any], limit: int) -> list[Any]:
             kept.append(out)
             used += size
             continue
-        if out.output_type == "stream" and room > _NOTE_ROOM:
-            part = NBF.v4.new_output("stream", name=out.name, text="")
+        if out["output_type"] == "stream" and room > _NOTE_ROOM:
+            part = {"output_type": "stream", "name": out["name"], "text": ""}
             budget = room - _size(part)
-            text = out.text[:budget]
+            text = out["text"][:budget]
             while (excess := _size(text) - 2 - budget) > 0:  # escapes make the JSON longer than the text
                 text = text[: len(text) - excess]
-            part.text = text
+            part["text"] = text
             kept.append(part)
             used += _size(part)
         break
     dropped = total - used
     note = f"\n[prime-ci: about {dropped:,} characters of this cell's output were not stored in the notebook]\n"
-    kept.append(NBF.v4.new_output("stream", name="stderr", text=note))
+    kept.append({"output_type": "stream", "name": "stderr", "text": note})
     return kept
