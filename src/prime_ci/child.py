@@ -19,12 +19,12 @@ from prime_ci import bridge
 from prime_ci.agent import Agent, Stop
 from prime_ci.budget import Budget, Limits
 from prime_ci.kernel import Kernel, KernelConfig
+from prime_ci.kernel_api import PRELOAD
 from prime_ci.model import ModelReply, ToolCall, Usage
 from prime_ci.prompt import base_prompt, child_section
 from prime_ci.sandbox import Sandbox
 from prime_ci.session import SessionLog
 
-PRELOAD = "import prime_ci.kernel_api as _pci\n_pci.install(get_ipython().user_ns)\ndel _pci\n"
 FORWARDED = ("rlm.spawn", "rlm.list", "agent_message.send")
 
 

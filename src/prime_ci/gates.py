@@ -27,9 +27,9 @@ from prime_ci.junit import (
     failure_lines,
     parse_junit_failures,
     status_text,
-    strip_ansi,
 )
 from prime_ci.procs import kill_tree, send_signal
+from prime_ci.untrusted import strip_ansi
 
 MARKER_VAR = "PRIME_CI_GATE_TOKEN"
 HEAD_BYTES = TAIL_BYTES = 32 * 1024

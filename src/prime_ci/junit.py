@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Literal
 
 import junit_xml
 
+from prime_ci.untrusted import strip_ansi
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -25,7 +27,6 @@ MAX_REPORT_BYTES = 50 * 1024 * 1024
 FAILURE_TEXT_LIMIT = 2048
 JUNIT_OUTPUT_LIMIT = 8192
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _XML_ILLEGAL = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _PYTEST_SUMMARY = re.compile(rb"^(FAILED|ERROR) \S+")
 _ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -60,10 +61,6 @@ def clip_middle(text: str, limit: int, unit: str = "chars", total: int | None = 
     head = keep // 2
     tail = keep - head
     return text[:head] + f"\n[... {size - keep} {unit} elided ...]\n" + (text[-tail:] if tail else "")
-
-
-def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
 
 
 def xml_safe(text: str) -> str:

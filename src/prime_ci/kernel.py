@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import queue
-import re
 import signal
 import subprocess
 import sys
@@ -29,15 +28,11 @@ from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.connect import write_connection_file
 
 from prime_ci.errors import KernelLost
+from prime_ci.untrusted import strip_ansi
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 DEFAULT_LIMIT = 8000
 SNAPSHOT_EVERY = 1.0  # seconds: with a fast model, snapshotting every cell would be most of a turn
 KEPT_OUTPUT = 1_000_000  # per cell, for the notebook and `history`; the model sees DEFAULT_LIMIT
-
-
-def strip_ansi(text: str) -> str:
-    return ANSI.sub("", text)
 
 
 class BoundedText:
@@ -77,12 +72,6 @@ class BoundedText:
         if elided <= 0:
             return head + tail
         return f"{head}\n[... {elided} characters elided; full output in `history` ...]\n{tail}"
-
-
-def bound(text: str, limit: int = DEFAULT_LIMIT) -> str:
-    b = BoundedText(limit)
-    b.add(text)
-    return b.text()
 
 
 @dataclass

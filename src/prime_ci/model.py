@@ -121,10 +121,15 @@ class LiteLLMModel(RetryingModel):
                           model=self.name)
 
 
+def _model_info(litellm: ModuleType, model: str) -> dict[str, Any]:
+    """litellm's local table entry for ``provider/model`` (or the bare model name); empty when unknown."""
+    table: dict[str, dict[str, Any]] = litellm.model_cost
+    return table.get(model) or table.get(model.split("/", 1)[-1]) or {}
+
+
 def _cost(litellm: ModuleType, model: str, usage: Usage) -> float | None:
     """Cost from litellm's local price table; None (unknown) for models it does not list."""
-    table: dict[str, dict[str, Any]] = litellm.model_cost
-    info = table.get(model) or table.get(model.split("/", 1)[-1])
+    info = _model_info(litellm, model)
     if not info:
         return None
     inp = info.get("input_cost_per_token")
@@ -141,8 +146,7 @@ DEFAULT_WINDOW = 128_000
 def context_window(model: Model) -> int:
     """The model's input window from litellm's local table; a conservative default for unknown models."""
     if isinstance(model, LiteLLMModel):
-        table: dict[str, dict[str, Any]] = litellm_module().model_cost
-        info = table.get(model.name) or table.get(model.name.split("/", 1)[-1]) or {}
+        info = _model_info(litellm_module(), model.name)
         window = info.get("max_input_tokens") or info.get("max_tokens")
         if isinstance(window, int) and window > 0:
             return window

@@ -20,6 +20,7 @@ from prime_ci.errors import ConfigError
 from prime_ci.gates import GateSpec
 from prime_ci.procs import sweep
 from prime_ci.session import SessionFile, read_session
+from prime_ci.session_read import parts_text
 from prime_ci.worktree import Worktree, create_worktree
 
 
@@ -37,25 +38,19 @@ class ResumeState:
     children: list[str] = field(default_factory=list)
 
 
-def _text(parts: Any) -> str:
-    if isinstance(parts, str):
-        return parts
-    return "".join(p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text")
-
-
 def _provider_message(msg: dict[str, Any]) -> dict[str, Any]:
     role = msg["role"]
     if role == "toolResult":
-        return {"role": "tool", "tool_call_id": msg.get("toolCallId", ""), "content": _text(msg["content"])}
+        return {"role": "tool", "tool_call_id": msg.get("toolCallId", ""), "content": parts_text(msg["content"])}
     if role == "assistant":
-        out: dict[str, Any] = {"role": "assistant", "content": _text(msg["content"]) or None}
+        out: dict[str, Any] = {"role": "assistant", "content": parts_text(msg["content"]) or None}
         calls = [p for p in msg["content"] if p.get("type") == "toolCall"]
         if calls:
             out["tool_calls"] = [{"id": p["id"], "type": "function", "function": {
                 "name": p["name"], "arguments": p["arguments"].get("__raw__") if "__raw__" in p.get("arguments", {})
                 else json.dumps(p["arguments"])}} for p in calls]
         return out
-    return {"role": role, "content": _text(msg["content"])}
+    return {"role": role, "content": parts_text(msg["content"])}
 
 
 def rebuild(session: SessionFile) -> ResumeState:
@@ -74,11 +69,12 @@ def rebuild(session: SessionFile) -> ResumeState:
         elif kind == "custom_message":
             if entry.get("customType") == "compaction_summary" and cut is not None:
                 keep = 1  # the compactor keeps the system prompt (not logged) and the task
-                messages = [*messages[:keep], {"role": "user", "content": _text(entry["content"])}, *messages[cut:]]
+                summary = {"role": "user", "content": parts_text(entry["content"])}
+                messages = [*messages[:keep], summary, *messages[cut:]]
                 ids = [*ids[:keep], entry["id"], *ids[cut:]]
                 cut = None
             else:
-                messages.append({"role": "user", "content": _text(entry["content"])})
+                messages.append({"role": "user", "content": parts_text(entry["content"])})
                 ids.append(entry["id"])
         elif kind == "compaction":
             first = entry.get("firstKeptEntryId")

@@ -23,6 +23,7 @@ from prime_ci.harness import HarnessError
 from prime_ci.judge import Judge
 from prime_ci.junit import github_annotations, write_gates_junit
 from prime_ci.kernel import CellResult, Kernel, KernelConfig, cell_text
+from prime_ci.kernel_api import PRELOAD
 from prime_ci.model import ReplayModel, context_window, make_model
 from prime_ci.notebook import NotebookWriter
 from prime_ci.prepare import Prepared
@@ -33,7 +34,6 @@ from prime_ci.session import SessionLog, entry_id
 from prime_ci.untrusted import fence
 from prime_ci.worktree import GitError
 
-PRELOAD = "import prime_ci.kernel_api as _pci\n_pci.install(get_ipython().user_ns)\ndel _pci\n"
 RUN_MARKER = "PRIME_CI_RUN"
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 143}
 Say = Callable[[str], None]
@@ -281,7 +281,7 @@ class Run:
             self.say(f"killed {leftovers} leftover process(es) of this run")
         flags: list[str] = []
         try:
-            patch, changed = wt.diff(), wt.changed_files()
+            patch, changed = wt.diff()
         except GitError as exc:
             patch, changed = "", []
             flags.append(f"diff unavailable: {exc}")

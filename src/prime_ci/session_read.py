@@ -162,6 +162,13 @@ class SessionFile:
         return None
 
 
+def parts_text(parts: Any) -> str:
+    """The text of a message's content: a string, or the ``text`` parts of a content-part list."""
+    if isinstance(parts, str):
+        return parts
+    return "".join(p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text")
+
+
 def read_session(path: Path, *, strict: bool = False) -> SessionFile:
     """Parse a session file without modifying it. A torn last line (no newline) is set aside, never fatal.
 

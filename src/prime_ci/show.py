@@ -12,6 +12,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from prime_ci.session import read_session
+from prime_ci.session_read import parts_text
 
 MAX_SHOWN = 3000
 
@@ -21,12 +22,6 @@ def _clip(text: str) -> str:
         return text
     half = MAX_SHOWN // 2
     return f"{text[:half]}\n… {len(text) - MAX_SHOWN} characters not shown …\n{text[-half:]}"
-
-
-def _text(parts: Any) -> str:
-    if isinstance(parts, str):
-        return parts
-    return "".join(p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text")
 
 
 def render(path: Path, console: Console | None = None, *, children: bool = True) -> None:
@@ -42,7 +37,7 @@ def render(path: Path, console: Console | None = None, *, children: bool = True)
         if kind == "message":
             _message(console, entry["message"])
         elif kind == "custom_message":
-            console.print(Panel(_clip(_text(entry.get("content", ""))), title=f"[yellow]{entry.get('customType')}",
+            console.print(Panel(_clip(parts_text(entry.get("content", ""))), title=f"[yellow]{entry.get('customType')}",
                                 title_align="left", border_style="yellow"))
         elif kind == "custom":
             data = json.dumps(entry.get("data", {}), ensure_ascii=False)
@@ -68,7 +63,7 @@ def render(path: Path, console: Console | None = None, *, children: bool = True)
 def _message(console: Console, msg: dict[str, Any]) -> None:
     role = msg.get("role")
     if role == "assistant":
-        text = _text(msg.get("content", []))
+        text = parts_text(msg.get("content", []))
         if text:
             console.print(Panel(_clip(text), title="[cyan]assistant", title_align="left", border_style="cyan"))
         for part in msg.get("content", []):
@@ -78,7 +73,7 @@ def _message(console: Console, msg: dict[str, Any]) -> None:
                                     title=f"[cyan]{part.get('name')}", title_align="left", border_style="blue"))
     elif role == "toolResult":
         style = "red" if msg.get("isError") else "green"
-        console.print(Panel(_clip(_text(msg.get("content", []))), title=f"[{style}]result", title_align="left",
+        console.print(Panel(_clip(parts_text(msg.get("content", []))), title=f"[{style}]result", title_align="left",
                             border_style=style))
     else:
-        console.print(Panel(_clip(_text(msg.get("content", ""))), title=f"[bold]{role}", title_align="left"))
+        console.print(Panel(_clip(parts_text(msg.get("content", ""))), title=f"[bold]{role}", title_align="left"))

@@ -18,11 +18,16 @@ _TAGS = re.compile(r"</?(details|summary|script|style|iframe|img|picture|source|
 FENCE = "untrusted-data"
 
 
+def strip_ansi(text: str) -> str:
+    """Remove terminal escape sequences (colours, cursor moves, OSC titles and links)."""
+    return _ANSI.sub("", text)
+
+
 def sanitize(text: str) -> str:
     """Strip hidden carriers: HTML comments, ANSI, zero-width/bidi/tag characters, control characters."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _COMMENT.sub("", text)
-    text = _ANSI.sub("", text)
+    text = strip_ansi(text)
     text = _INVISIBLE.sub("", text)
     text = _CONTROL.sub("", text)
     text = _TAGS.sub("", text)

@@ -103,18 +103,15 @@ class Worktree:
         self.git(["add", "-A", "--", ".", *(f":(exclude){p}" for p in self.excludes)], env=env)
         return env
 
-    def diff(self) -> str:
-        """``git diff`` against the base commit, new files included, binary-safe."""
+    def diff(self) -> tuple[str, list[str]]:
+        """``git diff`` against the base commit (new files included, binary-safe) and the changed paths,
+        both from one snapshot of the worktree."""
         env = self._temp_index()
-        out = self.git(
+        patch = self.git(
             ["diff", "--cached", "--binary", "--no-ext-diff", "--no-textconv", self.base_commit], env=env
-        )
-        return out.stdout.decode(errors="replace")
-
-    def changed_files(self) -> list[str]:
-        env = self._temp_index()
-        out = self.git(["diff", "--cached", "--name-only", "--no-renames", self.base_commit], env=env)
-        return [line for line in out.stdout.decode(errors="replace").splitlines() if line]
+        ).stdout.decode(errors="replace")
+        names = self.git(["diff", "--cached", "--name-only", "--no-renames", self.base_commit], env=env)
+        return patch, [line for line in names.stdout.decode(errors="replace").splitlines() if line]
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

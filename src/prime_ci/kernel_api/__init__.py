@@ -13,6 +13,9 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
+# What the host runs in a new kernel to define the API names (this module imports only the stdlib).
+PRELOAD = "import prime_ci.kernel_api as _pci\n_pci.install(get_ipython().user_ns)\ndel _pci\n"
+
 
 class HostError(RuntimeError):
     """The host refused or failed a request."""
