@@ -2,7 +2,8 @@
 
     python benchmarks/floor.py --url URL --template T.json --client httpx|litellm --history 10,150 --iters 40
 
-Starts one kernel (``prime_ci.kernel.Kernel``, no preload, no snapshots) and times, at each history size N:
+Times a stock kernel start (jupyter_client's ``start_new_async_kernel``), then starts one kernel
+(``prime_ci.kernel.Kernel``, no preload, no snapshots, also timed) and times, at each history size N:
 one model call alone, one trivial cell (``pass``) alone, and a turn (call + cell) in a loop. The model call is
 a plain OpenAI-format POST with httpx, or a litellm ``acompletion`` (the call prime-ci makes) plus a sync
 ``completion`` (reported separately). Prints one JSON object on stdout. Only loopback is contacted.
@@ -52,6 +53,19 @@ async def timed_loop(step: Callable[[], Awaitable[Any]], iters: int) -> list[flo
     return times
 
 
+async def stock_kernel_start(cwd: Path, env: dict[str, str]) -> float:
+    """A kernel started the standard way: jupyter_client's ``start_new_async_kernel`` (the ``python3`` kernel
+    spec, ``python -m ipykernel_launcher``) until its client's ``wait_for_ready`` returns."""
+    from jupyter_client.manager import start_new_async_kernel
+
+    t = time.monotonic()
+    manager, client = await start_new_async_kernel(kernel_name="python3", cwd=str(cwd), env=env)
+    elapsed = time.monotonic() - t
+    client.stop_channels()
+    await manager.shutdown_kernel(now=True)
+    return elapsed
+
+
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
     template = json.loads(Path(args.template).read_text())
     result: dict[str, Any] = {"client": args.client, "pid": os.getpid()}
@@ -93,6 +107,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory(prefix="prime-ci-bench-floor-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_CI_")}
+        result["stock_kernel_start_s"] = await stock_kernel_start(Path(tmp), env)
         kernel = Kernel(KernelConfig(cwd=Path(tmp), env=env, run_dir=Path(tmp)))
         t = time.monotonic()
         await kernel.start()

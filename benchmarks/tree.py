@@ -20,9 +20,11 @@ def role(cmdline: list[str], root: bool = False) -> str:
         return "floor" if any(arg.endswith("floor.py") for arg in cmdline) else "host"
     if cmdline and os.path.basename(cmdline[0]) == "bwrap":
         return "bwrap"
-    if "ipykernel_launcher" in cmdline:
+    # a kernel: stock (`-m ipykernel_launcher`) or prime-ci's launcher (`-c` code that runs ipykernel's kernelapp)
+    if "ipykernel_launcher" in cmdline or any("kernelapp.launch_new_instance" in arg for arg in cmdline):
         return "kernel"
-    if "prime_ci" in cmdline and "child" in cmdline:
+    # a child host: `python -m prime_ci.child SPEC`, or the CLI's hidden `prime-ci child SPEC`
+    if "prime_ci.child" in cmdline or (len(cmdline) > 2 and cmdline[-2] == "child" and "prime" in cmdline[-3]):
         return "child-host"
     return os.path.basename(cmdline[0]) if cmdline else "?"
 

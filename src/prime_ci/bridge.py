@@ -25,8 +25,9 @@ class Refused(Exception):
 
 
 class Bridge:
-    def __init__(self) -> None:
-        self._dir = Path(tempfile.mkdtemp(prefix="pci-"))  # short: unix socket paths are capped at 108 bytes
+    def __init__(self, directory: Path | None = None) -> None:
+        """``directory``: an empty private directory for the socket (removed on close), else a new temp dir."""
+        self._dir = directory or Path(tempfile.mkdtemp(prefix="pci-"))  # short: unix sockets are capped at 108 bytes
         self.path = self._dir / "bridge.sock"
         self._handlers: dict[str, Handler] = {}
         self._server: asyncio.AbstractServer | None = None

@@ -16,23 +16,23 @@ import os
 import queue
 import signal
 import subprocess
-import sys
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+import zmq
+import zmq.asyncio
 from jupyter_client.asynchronous.client import AsyncKernelClient
-from jupyter_client.connect import write_connection_file
 
 from prime_ci.errors import KernelLost
+from prime_ci.kernel_launch import DEFAULT_LIMIT, Launched, launch
+from prime_ci.kernel_launch import KernelConfig as KernelConfig  # re-exported: the public home of the config
 from prime_ci.untrusted import strip_ansi
 
-DEFAULT_LIMIT = 8000
 SNAPSHOT_EVERY = 1.0  # seconds: with a fast model, snapshotting every cell would be most of a turn
 KEPT_OUTPUT = 1_000_000  # per cell, for the notebook and `history`; the model sees DEFAULT_LIMIT
+
 
 
 class BoundedText:
@@ -91,30 +91,18 @@ class CellResult:
         return self.status == "ok"
 
 
-@dataclass
-class KernelConfig:
-    cwd: Path
-    env: dict[str, str]
-    run_dir: Path
-    preload: str = ""
-    wrap: Callable[[list[str]], list[str]] | None = None  # e.g. the sandbox's bwrap prefix
-    output_limit: int = DEFAULT_LIMIT
-    interrupt_grace: float = 2.0
-    max_restarts: int = 5
-    python: str = sys.executable
-    snapshot_dir: Path | None = None  # user variables saved here after each cell, restored after a restart
-
-
 class Kernel:
     """One kernel process plus its client; restartable."""
 
-    def __init__(self, config: KernelConfig) -> None:
+    def __init__(self, config: KernelConfig, launched: Launched | None = None) -> None:
+        """``launched``: a kernel process already started with ``kernel_launch.launch(config, 1)``."""
         self.config = config
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | None = launched.proc if launched else None
         self.client: AsyncKernelClient | None = None
         self.restarts = 0
         self.cells_run = 0
-        self._generation = 0
+        self._launched = launched
+        self._generation = 1 if launched else 0
         self._snapshot_at = 0.0
 
     @property
@@ -124,50 +112,52 @@ class Kernel:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def _argv(self, connection_file: Path) -> list[str]:
-        argv = [
-            self.config.python, "-m", "ipykernel_launcher", "-f", str(connection_file),
-            "--IPKernelApp.parent_handle=0", "--HistoryManager.enabled=False",
-            "--InteractiveShell.colors=nocolor", "--IPKernelApp.quiet=True",
-        ]
-        return self.config.wrap(argv) if self.config.wrap else argv
-
     async def start(self, timeout: float = 60.0) -> None:
-        self._generation += 1
-        kdir = self.config.run_dir / "kernel"
-        kdir.mkdir(parents=True, exist_ok=True)
-        conn = kdir / f"kernel-{self._generation}.json"
-        write_connection_file(str(conn), transport="ipc", ip=str(kdir / f"k{self._generation}"))
-        log = open(kdir / "kernel.log", "ab")  # noqa: SIM115 - handed to the child process
-        try:
-            self.proc = subprocess.Popen(
-                self._argv(conn),
-                cwd=self.config.cwd,
-                env=self.config.env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                start_new_session=True,
-            )
-        finally:
-            log.close()
-        client = AsyncKernelClient(connection_file=str(conn))
+        launched, self._launched = self._launched, None
+        if launched is None:
+            self._generation += 1
+            launched = launch(self.config, self._generation)
+            self.proc = launched.proc
+        conn = launched.connection_file
+        client = AsyncKernelClient(connection_file=str(conn), context=_context())
         client.load_connection_file()
-        client.start_channels()
+        client.start_channels(stdin=False, hb=False)  # stdin is never allowed; death is seen on the process
         self.client = client
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                await client.wait_for_ready(timeout=min(5.0, max(0.1, deadline - time.monotonic())))
-                break
-            except RuntimeError as exc:
-                if not self.alive() or time.monotonic() >= deadline:
-                    self.kill()
-                    raise KernelLost(f"kernel did not start: {exc}; see {kdir / 'kernel.log'}") from exc
+        try:
+            await self._until_ready(client, time.monotonic() + timeout)
+        except KernelLost as exc:
+            self.kill()
+            raise KernelLost(f"kernel did not start: {exc}; see {launched.log}") from exc
         if self.config.preload:
             result = await self.execute(self.config.preload, timeout=timeout, silent=True)
             if result.status != "ok":
                 raise KernelLost(f"kernel preload failed: {result.text[-2000:]}")
+
+    async def _until_ready(self, client: AsyncKernelClient, deadline: float) -> None:
+        """Ask for kernel_info until its reply arrives on shell and its status on iopub (both connected).
+
+        jupyter_client's ``wait_for_ready`` polls the heartbeat in 0.2 s sleeps and then waits for 0.2 s of
+        iopub silence: 0.2-0.4 s of every kernel start, three times over when three children start at once.
+        """
+        while True:
+            msg_id = client.kernel_info()
+            replied = False
+            step_end = min(deadline, time.monotonic() + 1.0)
+            while (left := step_end - time.monotonic()) > 0:
+                if not self.alive():
+                    raise KernelLost("the kernel process exited")
+                try:
+                    if not replied:
+                        msg = await client.get_shell_msg(timeout=min(0.25, left))
+                        replied = msg["parent_header"].get("msg_id") == msg_id
+                    else:
+                        msg = await client.get_iopub_msg(timeout=min(0.25, left))
+                        if msg["parent_header"].get("msg_id") == msg_id:
+                            return
+                except queue.Empty:
+                    continue
+            if time.monotonic() >= deadline:
+                raise KernelLost("no kernel_info reply before the start timeout")
 
     async def execute(self, code: str, *, timeout: float, silent: bool = False) -> CellResult:
         """Run one cell; never raises for errors in the cell, only when the kernel cannot be restarted."""
@@ -318,6 +308,19 @@ class Kernel:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 await asyncio.to_thread(self.proc.wait, 2.0)
         self.kill()
+
+
+def _context() -> zmq.asyncio.Context:
+    """One zmq context per process, whose sockets retry a connection every 10 ms, not the default 100 ms:
+    the client connects before the kernel has bound its sockets."""
+    global _CONTEXT
+    if _CONTEXT is None:
+        _CONTEXT = zmq.asyncio.Context()
+        _CONTEXT.setsockopt(zmq.RECONNECT_IVL, 10)
+    return _CONTEXT
+
+
+_CONTEXT: zmq.asyncio.Context | None = None
 
 
 def cell_text(outputs: list[dict[str, Any]]) -> str:

@@ -90,7 +90,8 @@ class LiteLLMModel(RetryingModel):
     async def attempt(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int, timeout: float
     ) -> ModelReply:
-        litellm = await asyncio.to_thread(litellm_module)
+        # a thread only while the background import may still be running: not a thread hop per call
+        litellm = _module if _module is not None else await asyncio.to_thread(litellm_module)
         try:
             response = await litellm.acompletion(messages=messages, tools=tools or None,
                                                  tool_choice="auto" if tools else None, max_tokens=max_tokens,
