@@ -71,6 +71,12 @@ def litellm_module() -> ModuleType:
     return _module
 
 
+# litellm caches its HTTP clients by their settings, timeout included: a per-call timeout (what is left of the
+# deadline) missed the cache every time, a new client and connection per call (~3 ms). The deadline is
+# enforced around the attempt by RetryingModel.complete instead.
+CLIENT_TIMEOUT = 3600.0
+
+
 class LiteLLMModel(RetryingModel):
     """A provider model through litellm (litellm's own retries off: the retry layer is RetryingModel's)."""
 
@@ -95,7 +101,7 @@ class LiteLLMModel(RetryingModel):
         try:
             response = await litellm.acompletion(messages=messages, tools=tools or None,
                                                  tool_choice="auto" if tools else None, max_tokens=max_tokens,
-                                                 timeout=timeout, **self._kwargs())
+                                                 timeout=CLIENT_TIMEOUT, **self._kwargs())
         except litellm.exceptions.openai.OpenAIError as exc:  # base of every error litellm maps
             status = getattr(exc, "status_code", None)
             headers = getattr(getattr(exc, "response", None), "headers", None)
