@@ -805,6 +805,8 @@ def detail_rows(res: dict[str, Any]) -> list[list[str]]:
          lambda v: ", ".join(ms(x) for x in get("children", v, "child_session_s") or [])),
         ("children, after the spawn request: first model request",
          lambda v: ", ".join(ms(x) for x in get("children", v, "child_first_s") or [])),
+        ("3rd child's first request ÷ prime-ci's own kernel start (not the target's floor)",
+         lambda v: _ratio(get("children", v, "third_child_s"), res["floor"].get("kernel_start_s"))),
         ("children: peak RSS per child subtree / child host alone",
          lambda v: f"{', '.join(mb(x) for x in get('children', v, 'child_rss') or [])} / "
                    f"{mb(get('children', v, 'child_host_rss_max'))}"),

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -73,3 +76,30 @@ def test_a_kernel_that_dies_during_start_is_reported_at_once(tmp_path: Path) -> 
     # not a speed assertion: a dead kernel must not be waited on until the 60 s start timeout
     assert asyncio.run(scenario()) < 30
     assert "no interpreter here" in (tmp_path / "run" / "kernel" / "kernel.log").read_text()
+
+
+def test_child_entry_cleans_up_its_early_kernel_when_the_root_is_gone(tmp_path: Path) -> None:
+    """The child host starts its kernel before loading the agent; if the host then fails, the kernel goes too."""
+    work, session = tmp_path / "work", tmp_path / "session"
+    work.mkdir()
+    session.mkdir()
+    spec = {"id": "sub-0000", "name": "orphan", "task": "t", "depth": 1, "model": "openai/x", "cwd": str(work),
+            "root_bridge": str(tmp_path / "no-root.sock"), "token": "0" * 32,
+            "parent_session": str(tmp_path / "root.jsonl"), "max_turns": 3, "cell_timeout": 10, "branch": None,
+            "scratch": str(tmp_path / "scratch"), "sandbox": None, "role": None}
+    (session / "spec.json").write_text(json.dumps(spec))
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "prime_ci.child", str(session / "spec.json")], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "FileNotFoundError" in proc.stderr  # the root bridge is not there: the error propagates
+    conn = tmp_path / "scratch" / "kernel" / "kernel-1.json"
+    assert conn.exists()  # the kernel was launched early ...
+    for pid_dir in Path("/proc").iterdir():  # ... and no process with its connection file is left
+        if pid_dir.name.isdigit():
+            try:
+                cmd = (pid_dir / "cmdline").read_bytes()
+            except OSError:
+                continue
+            assert str(conn).encode() not in cmd, f"kernel left running: pid {pid_dir.name}"
+    assert not list(tmp_path.glob("pci-*"))  # the host's bridge directory is removed
