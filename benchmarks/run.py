@@ -317,7 +317,8 @@ class Bench:
             "child_rss_max": max(subtrees, default=0),
             "child_host_rss_max": max(hosts, default=0),
             "child_litellm_loaded": any(loaded) or any(mapped),
-            "child_litellm_evidence": f"{len(loaded)}/3 stop entries, {len(mapped)}/3 /proc maps",
+            "child_litellm_evidence": f"stop entries of {len(loaded)}/3 children ({sum(loaded)} with litellm), "
+                                      f"/proc maps of {len(mapped)}/3 ({sum(mapped)} with litellm)",
             "tree_peak_rss": sampler.peak_total,
             "wall_s": run.wall,
         }
@@ -810,7 +811,8 @@ def detail_rows(res: dict[str, Any]) -> list[list[str]]:
         ("children: peak RSS per child subtree / child host alone",
          lambda v: f"{', '.join(mb(x) for x in get('children', v, 'child_rss') or [])} / "
                    f"{mb(get('children', v, 'child_host_rss_max'))}"),
-        ("children: litellm evidence read", lambda v: str(get("children", v, "child_litellm_evidence") or "—")),
+        ("children: litellm evidence read (and what it says)",
+         lambda v: str(get("children", v, "child_litellm_evidence") or "—")),
         ("children run: tree peak RSS", lambda v: mb(get("children", v, "tree_peak_rss"))),
     ]
     rows = [[name, *(fn(v) for v in res["variants"])] for name, fn in specs]

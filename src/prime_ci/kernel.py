@@ -150,6 +150,8 @@ class Kernel:
                     if not replied:
                         msg = await client.get_shell_msg(timeout=min(0.25, left))
                         replied = msg["parent_header"].get("msg_id") == msg_id
+                        if replied:  # its status follows at once unless iopub missed it: then ask again soon
+                            step_end = min(step_end, time.monotonic() + 0.25)
                     else:
                         msg = await client.get_iopub_msg(timeout=min(0.25, left))
                         if msg["parent_header"].get("msg_id") == msg_id:
