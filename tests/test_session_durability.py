@@ -7,7 +7,6 @@ commit point: the seq, the byte range it made durable and a hash of those bytes 
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import hashlib
 import json
@@ -451,63 +450,6 @@ def test_d8_failed_fdatasync_is_fatal_and_never_retried(tmp_path: Path, monkeypa
     log.close()
     assert len(calls) == 1, "fsync must not be retried"
     assert path.stat().st_size == size and b"success" not in path.read_bytes()
-
-
-
-def test_d8_failed_fdatasync_on_the_commit_thread_is_just_as_fatal(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The agent loop commits on a worker thread while the model call goes out: same contract as commit()."""
-    path = tmp_path / "session.jsonl"
-    log = SessionLog.create(path, cwd="/")
-    log.custom("first", {})
-    asyncio.run(log.commit_async())
-    assert log.synced_size == log.size == path.stat().st_size
-    log.custom("pending", {})
-    calls: list[int] = []
-
-    def eio(fd: int) -> None:
-        calls.append(fd)
-        raise OSError(errno.EIO, os.strerror(errno.EIO))
-
-    monkeypatch.setattr(os, "fdatasync", eio)
-    with pytest.raises(PersistenceError, match="fdatasync failed") as info:
-        asyncio.run(log.commit_async())
-    assert info.value.exit_code == 6
-    with pytest.raises(PersistenceError, match="refuses writes"):
-        log.custom("success", {})
-    log.close()
-    assert len(calls) == 1, "fsync must not be retried"
-    assert log.synced_size < path.stat().st_size
-
-
-def test_d8_close_waits_for_a_commit_whose_awaiter_was_cancelled(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "session.jsonl"
-    log = SessionLog.create(path, cwd="/")
-    log.custom("pending", {})
-    real = os.fdatasync
-    synced: list[int] = []
-
-    def slow(fd: int) -> None:
-        time.sleep(0.3)
-        real(fd)
-        synced.append(fd)
-
-    monkeypatch.setattr(os, "fdatasync", slow)
-
-    async def cancelled() -> None:
-        task = asyncio.ensure_future(log.commit_async())
-        await asyncio.sleep(0.05)  # the thread is inside fdatasync now
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(cancelled())
-    log.close()  # must not close the descriptor under the running fdatasync
-    assert len(synced) == 1
-    assert [e.get("customType") for e in read_session(path).entries] == ["pending"]
 
 
 def _mutations(valid: bytes, rng: random.Random) -> bytes:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -105,14 +104,13 @@ class Agent:
             reservation = self.budget.reserve(self.conversation.chars)
             if reservation is None:
                 return Stop("max_tokens", "not enough token budget left for another call")
-            committed = asyncio.ensure_future(self.log.commit_async())  # the disk catches up during the call
+            self.log.commit()
             try:
                 reply = await self.model.complete(
                     self.conversation.messages, [TOOL], max_tokens=reservation[0], timeout=self.call_timeout()
                 )
             finally:
                 self.budget.release(reservation[1])
-                await committed
             self._record_reply(reply)
             if reply.tool_calls:
                 if (stop := await self._run_tools(reply.tool_calls)) is not None:

@@ -3,8 +3,7 @@
 One record is one ``os.write`` of a complete JSON line on an ``O_APPEND`` descriptor, so a process crash
 can at worst tear the last line. Every record carries ``seq`` (header 0, then +1) and a ``crc32`` of its
 own bytes, so a reader tells a torn tail from an edited, duplicated, reordered or NUL-filled middle.
-Records are written immediately (durable across a process crash) and ``fdatasync``-ed at commit points;
-the agent loop's per-turn commit runs on a worker thread while the next model request goes out.
+Records are written immediately (durable across a process crash) and ``fdatasync``-ed at commit points.
 A failed write or fsync is fatal (``PersistenceError``) and never retried: after a failed fsync the kernel
 may have dropped the dirty pages, so "retry and continue" would claim durability it does not have.
 
@@ -15,8 +14,6 @@ One writer per log: an exclusive ``flock`` on ``<log>.lock``, which the kernel d
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import errno
 import fcntl
 import json
@@ -61,16 +58,6 @@ def _crash_point(point: str) -> None:
         _CRASH[1] -= 1
         if _CRASH[1] == 0:
             os._exit(137)
-
-
-_SYNC_POOL: concurrent.futures.ThreadPoolExecutor | None = None
-
-
-def _sync_pool() -> concurrent.futures.ThreadPoolExecutor:
-    global _SYNC_POOL
-    if _SYNC_POOL is None:
-        _SYNC_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="session-sync")
-    return _SYNC_POOL
 
 
 def now_iso() -> str:
@@ -195,7 +182,6 @@ class SessionLog:
         self._lock = lock
         self._dirty = False
         self._failed: str | None = None
-        self._inflight: concurrent.futures.Future[None] | None = None  # a commit_async still on its thread
 
     @classmethod
     def create(
@@ -353,44 +339,23 @@ class SessionLog:
 
     def commit(self) -> None:
         """Make everything written so far durable (a commit point)."""
-        self._settle()
-        self._check_usable()
-        if self._dirty:
-            self._dirty = False
-            self._sync(self.size)
-
-    async def commit_async(self) -> None:
-        """``commit()`` with the fdatasync on a worker thread, so the event loop goes on (the next model request
-        goes out) while the disk catches up; records written meanwhile are left for the next commit point."""
-        self._settle()
         self._check_usable()
         if not self._dirty:
             return
-        self._dirty = False
-        self._inflight = _sync_pool().submit(self._sync, self.size)
-        await asyncio.wrap_future(self._inflight)
-
-    def _sync(self, size: int) -> None:
         try:
             os.fdatasync(self._fd)
         except OSError as exc:
             self._failed = f"fdatasync failed: {exc.strerror}"
             raise _os_error(self.path, "fdatasync", exc) from exc
-        self.synced_size = max(self.synced_size, size)
+        self._dirty = False
+        self.synced_size = self.size
         if _CRASH:
             _crash_point("after_sync")
-
-    def _settle(self) -> None:
-        """Wait for a commit_async whose awaiter was cancelled: its thread must not outlive the descriptor."""
-        inflight, self._inflight = self._inflight, None
-        if inflight is not None:
-            concurrent.futures.wait([inflight])
 
     def close(self) -> None:
         """Commit and release the file and the lock; after an earlier failure only release."""
         if self._fd < 0:
             return
-        self._settle()
         try:
             if self._failed is None:
                 self.commit()
