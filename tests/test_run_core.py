@@ -56,6 +56,22 @@ def test_only_tool_is_ipython_and_kernel_state_persists(
     assert "value 42" in third
 
 
+
+@pytest.mark.parametrize("route", ["direct", "litellm"])
+def test_non_ascii_and_undecodable_output_reach_the_model(
+    tmp_path: Path, buggy_repo: Path, server: ScriptedServer, route: str
+) -> None:
+    """The request body is the whole conversation, re-encoded each turn: text outside ASCII arrives as text,
+    and a lone surrogate (bytes that were not UTF-8, decoded with surrogateescape) does not break the request."""
+    cell = "print('héllo → ✓ 漢字')\nprint(b'raw \\xff end'.decode('utf-8', 'surrogateescape'))"
+    server.add(ipython(cell), reply("ok"))
+    run = run_prime(tmp_path, buggy_repo, server, env={"PRIME_CI_ROUTE": route})
+    assert run.code == 0, run.proc.stderr
+    tool = [m for m in server.chat_requests[1].body["messages"] if m["role"] == "tool"][-1]["content"]
+    assert "héllo → ✓ 漢字" in tool
+    assert "raw " in tool and " end" in tool
+
+
 def test_new_files_are_in_the_patch(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:
     server.add(ipython("import os\nos.makedirs('notes')\nopen('notes/new.txt', 'w').write('hello\\n')"), reply("done"))
     run = run_prime(tmp_path, buggy_repo, server)

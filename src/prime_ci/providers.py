@@ -159,8 +159,10 @@ class OpenAICompatModel(RetryingModel):
         if tools:
             body.update(tools=tools, tool_choice="auto")
         try:
-            response = await self._client.post(self.url, content=json.dumps(body),
-                                               headers={"Content-Type": "application/json"})
+            # compact and ASCII-escaped: the body is the whole conversation, re-encoded every turn (lone
+            # surrogates from cell output stay valid JSON as \udcxx escapes)
+            content = json.dumps(body, separators=(",", ":")).encode("ascii")
+            response = await self._client.post(self.url, content=content, headers={"Content-Type": "application/json"})
         except self._httpx.HTTPError as exc:
             raise ProviderError(f"{type(exc).__name__}: {exc}") from None
         if response.status_code >= 400:
