@@ -8,6 +8,7 @@ the worktree and kernel come up. Its own retries are off; the one retry layer is
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import threading
 from pathlib import Path
@@ -50,6 +51,7 @@ def _do_import() -> None:
         # no logging callbacks are ever registered; without this litellm still copies and walks the whole
         # history into a logging payload after every call (~3 ms of CPU a call at 150 turns)
         litellm.turn_off_message_logging = True
+        gc.freeze()  # litellm's hundreds of thousands of import-time objects: never garbage, never to be scanned
         _module = litellm
     except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread by litellm_module()
         _import_error = exc
