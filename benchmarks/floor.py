@@ -107,7 +107,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory(prefix="prime-ci-bench-floor-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_CI_")}
-        result["stock_kernel_start_s"] = await stock_kernel_start(Path(tmp), env)
+        if not args.turns_only:
+            result["stock_kernel_start_s"] = await stock_kernel_start(Path(tmp), env)
         kernel = Kernel(KernelConfig(cwd=Path(tmp), env=env, run_dir=Path(tmp)))
         t = time.monotonic()
         await kernel.start()
@@ -120,7 +121,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                 if not r.ok:
                     raise RuntimeError(f"floor cell failed: {r.text}")
 
-            result["cell_s"] = statistics.median(await timed_loop(cell, args.iters))
+            if not args.turns_only:
+                result["cell_s"] = statistics.median(await timed_loop(cell, args.iters))
             for n in sizes:
                 messages = history(template, n)
 
@@ -131,8 +133,10 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                     await call(messages)
                     await cell()
 
-                result[f"call_s_{n}"] = statistics.median(await timed_loop(one_call, args.iters))
                 result[f"turn_s_{n}"] = statistics.median(await timed_loop(turn, args.iters))
+                if args.turns_only:
+                    continue
+                result[f"call_s_{n}"] = statistics.median(await timed_loop(one_call, args.iters))
                 if sync_call is not None:
 
                     async def sync_one(messages: list[dict[str, Any]] = messages) -> None:
@@ -154,6 +158,8 @@ def main() -> int:
     parser.add_argument("--client", choices=["httpx", "litellm"], default="httpx")
     parser.add_argument("--history", default="10,150")
     parser.add_argument("--iters", type=int, default=40)
+    parser.add_argument("--turns-only", action="store_true",
+                        help="only the turn loops (the floor taken right beside each prime-ci turn run)")
     args = parser.parse_args()
     result = asyncio.run(measure(args))
     json.dump(result, sys.stdout)

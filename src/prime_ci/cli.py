@@ -29,10 +29,12 @@ def _console() -> Any:
 def _say(text: str) -> None:
     if sys.stderr.isatty():
         _console().print(f"[dim]prime-ci:[/dim] {text}", markup=True)
-    else:  # CI logs: plain lines, without rich's per-line rendering cost
-        from rich.markup import render
+    else:  # CI logs: plain lines, without rich's per-line rendering cost (nor its markup parser if no tags)
+        if "[" in text:
+            from rich.markup import render
 
-        sys.stderr.write(f"prime-ci: {render(text).plain}\n")
+            text = render(text).plain
+        sys.stderr.write(f"prime-ci: {text}\n")
         sys.stderr.flush()
 
 
