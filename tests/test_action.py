@@ -803,3 +803,24 @@ def test_sanitize_neutralises_mentions_references_and_links() -> None:
     assert "x.example/a.png" not in text and "<img" not in text and "<details>" not in text
     assert "[link removed: x.example]" in text and "www.x.example" not in text
     assert "\u202e" not in text and "\x1b" not in text and "hidden" not in text
+
+
+def test_publish_stages_exactly_the_harness_files_prime_ci_commits(tmp_path: Path) -> None:
+    """publish/helper.py runs without prime-ci installed, so it has its own twin of the harness file rule:
+    the two must pick the same files (no hidden files or dirs, no caches, no symlinks)."""
+    from prime_ci.harness_branch import PREFIX, _harness_files
+
+    src = tmp_path / "harness"
+    for rel in ("notes/a.md", "skills/edit/SKILL.md", "skills/edit/pkg/__init__.py", "history.jsonl"):
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(rel)
+    for rel in (".lock", "notes/.a.md.tmp", ".git/config", "skills/edit/pkg/__pycache__/x.pyc"):
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text("not state")
+    (src / "notes" / "link.md").symlink_to(src / "notes" / "a.md")
+    dest = tmp_path / "staged"
+    publish_helper().stage_harness(src, dest)
+    staged = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file())
+    committed = sorted(repo_path.removeprefix(f"{PREFIX}/") for repo_path, _ in _harness_files(src))
+    assert staged == committed == ["history.jsonl", "notes/a.md", "skills/edit/SKILL.md",
+                                   "skills/edit/pkg/__init__.py"]
