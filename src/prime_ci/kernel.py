@@ -34,7 +34,6 @@ SNAPSHOT_EVERY = 1.0  # seconds: with a fast model, snapshotting every cell woul
 KEPT_OUTPUT = 1_000_000  # per cell, for the notebook and `history`; the model sees DEFAULT_LIMIT
 
 
-
 class BoundedText:
     """Keeps the first and last ``limit // 2`` characters of a stream, counting what it drops."""
 
@@ -118,8 +117,7 @@ class Kernel:
             self._generation += 1
             launched = launch(self.config, self._generation)
             self.proc = launched.proc
-        conn = launched.connection_file
-        client = AsyncKernelClient(connection_file=str(conn), context=_context())
+        client = AsyncKernelClient(connection_file=str(launched.connection_file), context=_context())
         client.load_connection_file()
         client.start_channels(stdin=False, hb=False)  # stdin is never allowed; death is seen on the process
         self.client = client
@@ -312,6 +310,9 @@ class Kernel:
         self.kill()
 
 
+_CONTEXT: zmq.asyncio.Context | None = None
+
+
 def _context() -> zmq.asyncio.Context:
     """One zmq context per process, whose sockets retry a connection every 10 ms, not the default 100 ms:
     the client connects before the kernel has bound its sockets."""
@@ -320,9 +321,6 @@ def _context() -> zmq.asyncio.Context:
         _CONTEXT = zmq.asyncio.Context()
         _CONTEXT.setsockopt(zmq.RECONNECT_IVL, 10)
     return _CONTEXT
-
-
-_CONTEXT: zmq.asyncio.Context | None = None
 
 
 def cell_text(outputs: list[dict[str, Any]]) -> str:
