@@ -97,7 +97,7 @@ def test_outputs_are_normalised_and_capped(tmp_path: Path) -> None:
     chunks: list[dict[str, Any]] = [{"output_type": "stream", "name": "stdout", "text": f"line {i}\n"}
                                     for i in range(5)]  # fmt: skip
     writer.add("for i in range(5): print(f'line {i}')", chunks, 1)
-    flood = [{"output_type": "stream", "name": "stdout", "text": "\x1b" * 900}] * 4
+    flood = [{"output_type": "stream", "name": "stdout", "text": "\\" * 900}] * 4
     writer.add("flood()", [*flood, {"output_type": "execute_result", "data": {"text/plain": "1"}}], 2)
     writer.flush()
     nb = nbformat.read(path, as_version=4)

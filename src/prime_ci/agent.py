@@ -13,6 +13,7 @@ from prime_ci.compact import Compactor
 from prime_ci.kernel import CellResult
 from prime_ci.model import Model, ModelReply, ToolCall
 from prime_ci.session import SessionLog
+from prime_ci.untrusted import clean_terminal_text
 
 TOOL = {
     "type": "function",
@@ -148,6 +149,7 @@ class Agent:
 
     def say(self, custom_type: str, text: str, details: dict[str, Any] | None = None) -> None:
         """A host message that enters the model's context as a user message."""
+        text = clean_terminal_text(text)
         eid = self.log.custom_message(custom_type, text, details)
         self.conversation.add({"role": "user", "content": text}, eid)
 

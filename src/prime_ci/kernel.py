@@ -28,7 +28,7 @@ from jupyter_client.asynchronous.client import AsyncKernelClient
 from prime_ci.errors import KernelLost
 from prime_ci.kernel_launch import DEFAULT_LIMIT, Launched, launch
 from prime_ci.kernel_launch import KernelConfig as KernelConfig  # re-exported: the public home of the config
-from prime_ci.untrusted import strip_ansi
+from prime_ci.untrusted import TerminalStream, clean_terminal_text
 
 SNAPSHOT_EVERY = 1.0  # seconds: with a fast model, snapshotting every cell would be most of a turn
 KEPT_OUTPUT = 1_000_000  # per cell, for the notebook and `history`; the model sees DEFAULT_LIMIT
@@ -161,47 +161,47 @@ class Kernel:
 
     async def execute(self, code: str, *, timeout: float, silent: bool = False) -> CellResult:
         """Run one cell; never raises for errors in the cell, only when the kernel cannot be restarted."""
-        out = BoundedText(self.config.output_limit)
+        cell = CellOutput(self.config.output_limit)
         restarted = self.client is None or not self.alive()
         if restarted:
-            out.add(f"[{await self._restart('the kernel process had died')}]\n")
+            cell.note(f"[{await self._restart('the kernel process had died')}]\n")
         client = self.client
         assert client is not None
         started = time.monotonic()
         msg_id = client.execute(code, silent=silent, store_history=not silent, allow_stdin=False)
         if not silent:
             self.cells_run += 1
-        outputs: list[dict[str, Any]] = []
         error: str | None = None
         deadline = started + timeout
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return await self._overrun(msg_id, out, outputs, started, timeout)
+                return await self._overrun(msg_id, cell, started, timeout)
             try:
                 msg = await client.get_iopub_msg(timeout=min(1.0, remaining))
             except queue.Empty:
                 if not self.alive():
-                    return await self._lost(out, outputs, started, "the kernel process died")
+                    return await self._lost(cell, started, "the kernel process died")
                 continue
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
             kind, content = msg["msg_type"], msg["content"]
             if kind == "status" and content.get("execution_state") == "idle":
                 break
-            error = _collect(kind, content, out, outputs) or error
+            error = cell.collect(kind, content) or error
+        cell.finish()
         await self._drain_shell(msg_id)
         due = time.monotonic() - self._snapshot_at >= SNAPSHOT_EVERY
         if not silent and not error and self.config.snapshot_dir is not None and due:
             self._snapshot()
         return CellResult(
-            text=out.text(),
+            text=cell.out.text(),
             status="error" if error else "ok",
             duration_s=time.monotonic() - started,
-            chars=out.total,
+            chars=cell.out.total,
             error=error,
             restarted=restarted,
-            outputs=outputs,
+            outputs=cell.outputs,
         )
 
     async def _drain_shell(self, msg_id: str) -> None:
@@ -252,9 +252,7 @@ class Kernel:
         msg = self.client.session.msg("interrupt_request", {})
         self.client.control_channel.send(msg)
 
-    async def _overrun(
-        self, msg_id: str, out: BoundedText, outputs: list[dict[str, Any]], started: float, timeout: float
-    ) -> CellResult:
+    async def _overrun(self, msg_id: str, cell: CellOutput, started: float, timeout: float) -> CellResult:
         assert self.client is not None
         await self.interrupt()
         grace_end = time.monotonic() + self.config.interrupt_grace
@@ -266,18 +264,16 @@ class Kernel:
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
             if msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
-                out.add(f"\n[cell interrupted after {timeout:.0f}s timeout; kernel state kept]")
-                return CellResult(out.text(), "timeout", time.monotonic() - started, out.total, "timeout")
-            _collect(msg["msg_type"], msg["content"], out, outputs)
+                cell.note(f"\n[cell interrupted after {timeout:.0f}s timeout; kernel state kept]")
+                return CellResult(cell.out.text(), "timeout", time.monotonic() - started, cell.out.total, "timeout")
+            cell.collect(msg["msg_type"], msg["content"])
         note = await self._restart("cell ignored the interrupt")
-        out.add(f"\n[cell exceeded its {timeout:.0f}s timeout and ignored the interrupt: {note}]")
-        return CellResult(out.text(), "timeout", time.monotonic() - started, out.total, "timeout", True)
+        cell.note(f"\n[cell exceeded its {timeout:.0f}s timeout and ignored the interrupt: {note}]")
+        return CellResult(cell.out.text(), "timeout", time.monotonic() - started, cell.out.total, "timeout", True)
 
-    async def _lost(
-        self, out: BoundedText, outputs: list[dict[str, Any]], started: float, why: str
-    ) -> CellResult:
-        out.add(f"\n[{await self._restart(why)}]")
-        return CellResult(out.text(), "kernel_lost", time.monotonic() - started, out.total, why, True)
+    async def _lost(self, cell: CellOutput, started: float, why: str) -> CellResult:
+        cell.note(f"\n[{await self._restart(why)}]")
+        return CellResult(cell.out.text(), "kernel_lost", time.monotonic() - started, cell.out.total, why, True)
 
     async def _restart(self, why: str) -> str:
         """Kill, start again, restore the snapshot; returns a note for the model."""
@@ -324,46 +320,74 @@ def _context() -> zmq.asyncio.Context:
 
 
 def cell_text(outputs: list[dict[str, Any]]) -> str:
-    """The kept text of a cell's outputs, in order (tracebacks without colour codes)."""
+    """The kept text of a cell's outputs, in order, without terminal control sequences."""
     parts = []
     for o in outputs:
         if o["output_type"] == "stream":
             parts.append(o["text"])
         elif o["output_type"] == "error":
-            parts.append(strip_ansi("\n".join(o["traceback"])) + "\n")
+            parts.append("\n".join(o["traceback"]) + "\n")
         else:
             parts.append(o["data"].get("text/plain", "") + "\n")
-    return "".join(parts)
+    return clean_terminal_text("".join(parts))
 
 
-def _collect(kind: str, content: dict[str, Any], out: BoundedText, outputs: list[dict[str, Any]]) -> str | None:
-    """Add one iopub message to the bounded text; return an error summary for ``error`` messages."""
-    if kind == "stream":
-        text = content.get("text", "")
-        out.add(text)
-        kept = out.total - len(text)
+class CellOutput:
+    """One cell's output as it arrives: the bounded text for the model and the kept outputs for the notebook,
+    both cleaned of terminal control sequences. Stream text goes through a :class:`TerminalStream` per stream
+    name; what it holds back is flushed before other output, so the order of the cell's output is kept."""
+
+    def __init__(self, limit: int) -> None:
+        self.out = BoundedText(limit)
+        self.outputs: list[dict[str, Any]] = []
+        self._streams: dict[str, TerminalStream] = {}
+
+    def collect(self, kind: str, content: dict[str, Any]) -> str | None:
+        """Add one iopub message; return an error summary for ``error`` messages."""
+        if kind == "stream":
+            name = str(content.get("name", "stdout"))
+            self.finish(but=name)
+            stream = self._streams.setdefault(name, TerminalStream())
+            self._stream(name, stream.feed(str(content.get("text", ""))))
+        elif kind in ("execute_result", "display_data"):
+            self.finish()
+            text = clean_terminal_text(str(content.get("data", {}).get("text/plain", "")))
+            if text:
+                self.out.add(text if text.endswith("\n") else text + "\n")
+            self.outputs.append({"output_type": kind, "data": {"text/plain": text}, **(
+                {"execution_count": content.get("execution_count")} if kind == "execute_result" else {}
+            )})
+        elif kind == "error":
+            self.finish()
+            traceback = [clean_terminal_text(str(line)) for line in content.get("traceback", [])]
+            ename = clean_terminal_text(str(content.get("ename", "")))
+            evalue = clean_terminal_text(str(content.get("evalue", "")))
+            self.out.add("\n".join(traceback) + "\n")
+            self.outputs.append({"output_type": "error", "ename": ename, "evalue": evalue, "traceback": traceback})
+            return f"{ename or 'Error'}: {evalue}"
+        return None
+
+    def note(self, text: str) -> None:
+        """A note from the host, after everything the cell printed."""
+        self.finish()
+        self.out.add(text)
+
+    def finish(self, but: str | None = None) -> None:
+        """Pass on what the streams (all, or all but ``but``) hold back."""
+        for name, stream in self._streams.items():
+            if name != but:
+                self._stream(name, stream.flush())
+
+    def _stream(self, name: str, text: str) -> None:
+        if not text:
+            return
+        self.out.add(text)
+        kept = self.out.total - len(text)
         if kept >= KEPT_OUTPUT:
-            return None
+            return
         if kept + len(text) > KEPT_OUTPUT:
             text = text[: KEPT_OUTPUT - kept] + f"\n[... output beyond {KEPT_OUTPUT} characters not kept ...]\n"
-        name = content.get("name", "stdout")
-        if outputs and outputs[-1]["output_type"] == "stream" and outputs[-1]["name"] == name:
-            outputs[-1]["text"] += text
+        if self.outputs and self.outputs[-1]["output_type"] == "stream" and self.outputs[-1]["name"] == name:
+            self.outputs[-1]["text"] += text
         else:
-            outputs.append({"output_type": "stream", "name": name, "text": text})
-    elif kind in ("execute_result", "display_data"):
-        text = content.get("data", {}).get("text/plain", "")
-        if text:
-            out.add(text if text.endswith("\n") else text + "\n")
-        outputs.append({"output_type": kind, "data": {"text/plain": text}, **(
-            {"execution_count": content.get("execution_count")} if kind == "execute_result" else {}
-        )})
-    elif kind == "error":
-        tb = strip_ansi("\n".join(content.get("traceback", [])))
-        out.add(tb + "\n")
-        outputs.append({"output_type": "error", "ename": content.get("ename", ""),
-                        "evalue": content.get("evalue", ""), "traceback": content.get("traceback", [])})
-        return f"{content.get('ename', 'Error')}: {content.get('evalue', '')}"
-    return None
-
-
+            self.outputs.append({"output_type": "stream", "name": name, "text": text})

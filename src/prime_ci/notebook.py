@@ -2,6 +2,7 @@
 
 The notebook is rewritten atomically after every cell, so a crash leaves the previous complete notebook;
 each new cell is validated against the nbformat v4 schema and serialised once, with secrets redacted.
+Outputs are stored without terminal control sequences (colours, titles, progress-bar redraws).
 Each cell's stored outputs are capped (``max_cell_output`` characters of JSON) so a rewrite stays
 proportional to the number of cells; whatever is cut is counted in a note appended to the cell's outputs.
 """
@@ -19,6 +20,7 @@ import nbformat
 
 from prime_ci.redact import redact
 from prime_ci.report import write_atomic
+from prime_ci.untrusted import clean_terminal_text
 
 NBF: Any = nbformat  # nbformat's helpers are untyped
 REWRITE_EVERY = 1.0
@@ -90,9 +92,10 @@ def _output(out: dict[str, Any], execution_count: int) -> Any:
     kind = out.get("output_type")
     if kind == "stream":
         name = out.get("name") if out.get("name") in ("stdout", "stderr") else "stdout"
-        return {"output_type": "stream", "name": name, "text": str(out.get("text", ""))}
+        return {"output_type": "stream", "name": name, "text": clean_terminal_text(str(out.get("text", "")))}
     if kind in ("execute_result", "display_data"):
-        data = {str(k): v if isinstance(v, str | dict | list) else str(v) for k, v in (out.get("data") or {}).items()}
+        data = {str(k): v if isinstance(v, dict | list) else clean_terminal_text(str(v))
+                for k, v in (out.get("data") or {}).items()}
         metadata = out.get("metadata") if isinstance(out.get("metadata"), dict) else {}
         if kind == "display_data":
             return {"output_type": "display_data", "data": data, "metadata": metadata}
@@ -100,8 +103,9 @@ def _output(out: dict[str, Any], execution_count: int) -> Any:
         return {"output_type": "execute_result", "data": data, "metadata": metadata,
                 "execution_count": count if isinstance(count, int) else execution_count}
     if kind == "error":
-        return {"output_type": "error", "ename": str(out.get("ename", "")), "evalue": str(out.get("evalue", "")),
-                "traceback": [str(line) for line in out.get("traceback", [])]}
+        return {"output_type": "error", "ename": clean_terminal_text(str(out.get("ename", ""))),
+                "evalue": clean_terminal_text(str(out.get("evalue", ""))),
+                "traceback": [clean_terminal_text(str(line)) for line in out.get("traceback", [])]}
     raise ValueError(f"not an nbformat v4 output type: {kind!r}")
 
 

@@ -31,12 +31,29 @@ from prime_ci.errors import LogCorruptError, PersistenceError
 from prime_ci.redact import redact
 from prime_ci.report import write_atomic
 from prime_ci.session_read import SALVAGE_TYPE, VERSION, SessionFile, read_session, read_side_file, scan_log
+from prime_ci.untrusted import clean_json
 
 __all__ = ["SALVAGE_TYPE", "VERSION", "SessionFile", "SessionLog", "entry_id", "now_iso", "read_session",
            "read_side_file", "uuid7"]
 
 CRASH_POINTS = ("before_write", "after_write", "after_sync", "after_side_save")
 _DISK_HINT = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EFBIG: "file size limit reached"}
+
+
+_EXACT = frozenset({"prime_ci.run", "prime_ci.harness"})  # read back as configuration and file contents
+
+
+def _clean(fields: dict[str, Any]) -> dict[str, Any]:
+    """Entry fields without terminal control sequences (gate failure text, messages between agents, tracebacks
+    can carry colours); a tool call's arguments and the records in ``_EXACT`` are kept as they are."""
+    if fields.get("customType") in _EXACT:
+        return fields
+    message = fields.get("message")
+    if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+        return {k: clean_json(v) for k, v in fields.items()}
+    content = [p if isinstance(p, dict) and p.get("type") == "toolCall" else clean_json(p) for p in message["content"]]
+    message = {k: content if k == "content" else clean_json(v) for k, v in message.items()}
+    return {k: message if k == "message" else clean_json(v) for k, v in fields.items()}
 
 
 def _parse_crash_at(spec: str | None) -> list[Any] | None:
@@ -289,7 +306,7 @@ class SessionLog:
 
     def append(self, type_: str, **fields: Any) -> str:
         eid = entry_id()
-        entry = {"type": type_, "id": eid, "parentId": self.last_id, "timestamp": now_iso(), **fields}
+        entry = {"type": type_, "id": eid, "parentId": self.last_id, "timestamp": now_iso(), **_clean(fields)}
         self._write(entry)
         self.last_id = eid
         return eid

@@ -6,30 +6,108 @@ This is defence in depth only: the sandbox, not the prompt, is what keeps secret
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 MAX_CHARS = 512 * 1024
 MAX_LINES = 65_000
 _COMMENT = re.compile(r"<!--.*?(-->|$)", re.DOTALL)
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e"
                         "\u2060-\u2064\u2066-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e007f]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _TAGS = re.compile(r"</?(details|summary|script|style|iframe|img|picture|source|svg)\b[^>]*>", re.IGNORECASE)
 FENCE = "untrusted-data"
 
+# Everything a terminal would act on: C0 controls but \t and \n, DEL, the C1 range.
+_UNCLEAN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_SEQUENCE_OR_CONTROL = re.compile(
+    r"(?=[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f])(?:"  # the lookahead lets re skip plain text fast
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"  # CSI, 7- and 8-bit: colours, cursor moves, clear screen, modes
+    # OSC (titles, hyperlinks, clipboard), DCS, SOS, PM, APC: up to BEL or ST
+    r"|(?:\x1b[]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
+    r"|\x1b[ -/]*[0-~]"  # any other escape sequence (charsets, keypad modes, reset)
+    r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]+)"  # what is left: lone ESC, BEL, backspace, C1, ...
+)
+# The start of an escape sequence that the end of a chunk cut short.
+_UNFINISHED = re.compile(
+    r"(?:(?:\x1b\[|\x9b)[0-?]*[ -/]*"
+    r"|(?:\x1b[]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*\x1b?"
+    r"|\x1b[ -/]*)\Z"
+)
+# A line holding a carriage return (anchored at line starts so a long line is scanned once).
+_CR_LINE = re.compile(r"^[^\n]*\r[^\n]*", re.MULTILINE)
 
-def strip_ansi(text: str) -> str:
-    """Remove terminal escape sequences (colours, cursor moves, OSC titles and links)."""
-    return _ANSI.sub("", text)
+
+def _overwritten(match: re.Match[str]) -> str:
+    """What a progress bar leaves on screen: the last non-empty piece between carriage returns."""
+    for piece in reversed(match[0].split("\r")):
+        if piece:
+            return piece
+    return ""
+
+
+def clean_terminal_text(text: str) -> str:
+    """Terminal output as plain text: escape sequences (CSI, OSC, DCS, ...) and control characters other
+    than ``\\n`` and ``\\t`` removed, ``\\r\\n`` made ``\\n``, a line redrawn after ``\\r`` reduced to its
+    last version. Idempotent; text without control characters is returned as it is."""
+    if _UNCLEAN.search(text) is None:
+        return text
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+    text = _SEQUENCE_OR_CONTROL.sub("", text)
+    if "\r" in text:
+        text = _CR_LINE.sub(_overwritten, text)
+    return text
+
+
+strip_ansi = clean_terminal_text  # the older name
+
+
+def clean_json(value: Any, clean: Callable[[str], str] = clean_terminal_text) -> Any:
+    """``value`` (JSON-like) with ``clean`` applied to every string, keys included."""
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, dict):
+        return {clean(k) if isinstance(k, str) else k: clean_json(v, clean) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean_json(v, clean) for v in value]
+    return value
+
+
+class TerminalStream:
+    """Cleans a stream that arrives in chunks. The unfinished last line is held back (up to ``hold``
+    characters): a later ``\\r`` can still redraw it, and an escape sequence cut by a chunk boundary is whole
+    again when the next chunk arrives. A longer line is passed on except for an unfinished sequence at its end."""
+
+    def __init__(self, hold: int = 4096) -> None:
+        self.hold = hold
+        self._pending = ""
+
+    def feed(self, chunk: str) -> str:
+        data = self._pending + chunk
+        cut = data.rfind("\n") + 1
+        done, rest = data[:cut], data[cut:]
+        if "\r" in rest:  # only the last redraw of the line can still be seen
+            start = rest.rstrip("\r").rfind("\r") + 1
+            rest = rest[start:]
+        if len(rest) > self.hold:
+            tail = _UNFINISHED.search(rest, len(rest) - self.hold)
+            split = tail.start() if tail else len(rest)
+            done, rest = done + rest[:split], rest[split:]
+        self._pending = rest
+        return clean_terminal_text(done)
+
+    def flush(self) -> str:
+        """What is held back, cleaned (at the end of the cell, or before other output is interleaved)."""
+        text, self._pending = self._pending, ""
+        return clean_terminal_text(text)
 
 
 def sanitize(text: str) -> str:
     """Strip hidden carriers: HTML comments, ANSI, zero-width/bidi/tag characters, control characters."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _COMMENT.sub("", text)
-    text = strip_ansi(text)
+    text = clean_terminal_text(text)
     text = _INVISIBLE.sub("", text)
-    text = _CONTROL.sub("", text)
     text = _TAGS.sub("", text)
     lines = text.split("\n")
     note = ""
