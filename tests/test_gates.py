@@ -122,7 +122,7 @@ def test_load_valid_file(tmp_path: Path) -> None:
         ('[[gate]]\nname = "t"\ncommand = "x"\nenv = { A = 1 }\n', "gates.toml: gate[0].env.A: input should be"),
         ('[[gate]]\nname = "t"\ncommand = "x\n', "gates.toml: invalid TOML"),
         ('title = "x"\n', "gates.toml: unknown top-level key 'title'"),
-        ("# nothing\n", "gates.toml: no [[gate]] tables"),
+        ("# nothing\n", "gates.toml: no [[gate]] or [[setup]] tables"),
         ('gate = "x"\n', "gates.toml: gate: must be [[gate]] tables"),
     ],
 )
@@ -395,7 +395,7 @@ def test_gate_with_junit_reports_failures_and_ignores_stale_reports(tmp_path: Pa
     spec = GateSpec(name="tests", command=_pytest_cmd(".prime-ci/junit.xml"), junit=".prime-ci/junit.xml")
     result = run(spec, project, env, tmp_path / "logs")
     assert not result.passed and result.exit_code == 1
-    assert [f.test for f in result.failures] == ["test_sample::test_alpha", "test_sample::test_beta"]
+    assert [f.test for f in result.failures] == ["test_sample.py::test_alpha", "test_sample.py::test_beta"]
     stale = run(GateSpec(name="tests", command="exit 1", junit=".prime-ci/junit.xml"), project, env, tmp_path / "l2")
     assert stale.failures == []
     escape = tmp_path / "p" / ".prime-ci" / "out.xml"
@@ -493,7 +493,7 @@ def test_feedback_uses_junit_failures(tmp_path: Path, env: dict[str, str]) -> No
     spec = GateSpec(name="tests", command=_pytest_cmd("r.xml"), junit="r.xml")
     message = feedback_message([run(spec, project, env, tmp_path / "logs")], limit=3000)
     assert len(message) <= 3000
-    assert "test_sample::test_alpha: AssertionError: alpha broke" in message
+    assert "test_sample.py::test_alpha: AssertionError: alpha broke" in message
     assert "(test_sample.py:6)" in message and "beta exploded" in message
 
 

@@ -16,9 +16,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
 
 from prime_ci.errors import ConfigError
+from prime_ci.failures import scan_log_failures
 from prime_ci.fingerprint import DEFAULT_EXCLUDES, workspace_fingerprint
 from prime_ci.gate_specs import GateSpec, gates_from_commands, load_gate_files, load_gate_files_from_ref
 from prime_ci.junit import (
@@ -53,6 +54,9 @@ class GateResult:
     log_path: Path
     failures: list[JUnitFailure] = field(default_factory=list)
     timeout_s: float | None = None
+    # Where ``failures`` came from: the gate's JUnit report, or its full log when the report named none
+    # (``run_gate`` parses the log of every failed gate without JUnit failures; None: not parsed).
+    failures_source: Literal["junit", "log"] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, without the output text (that is in ``log_path``)."""
@@ -69,6 +73,7 @@ class GateResult:
             "log_path": str(self.log_path),
             "timeout_s": self.timeout_s,
             "failures": [asdict(f) for f in self.failures],
+            "failures_source": self.failures_source,
         }
 
 
@@ -143,7 +148,7 @@ def _read_junit(spec: GateSpec, cwd: Path, before: tuple[int, int, int] | None) 
     if not resolved.is_relative_to(cwd.resolve()) or not resolved.is_file() or after[2] > MAX_JUNIT_BYTES:
         return []
     try:
-        return parse_junit_failures(resolved)
+        return parse_junit_failures(resolved, cwd=cwd)
     except (ValueError, OSError, SyntaxError):  # ET.ParseError is a SyntaxError
         return []
 
@@ -238,6 +243,9 @@ async def run_gate(
         if passed or attempts > spec.reruns:
             break
         os.replace(log_path, log_dir / f"{spec.name}.attempt-{attempts}.log")
+    source: Literal["junit", "log"] | None = "junit" if failures else None
+    if not passed and not failures:
+        failures, source = await asyncio.to_thread(scan_log_failures, log_path, cwd=cwd), "log"
     return GateResult(
         name=spec.name,
         command=spec.command,
@@ -252,6 +260,7 @@ async def run_gate(
         log_path=log_path,
         failures=failures,
         timeout_s=spec.timeout,
+        failures_source=source,
     )
 
 
@@ -279,21 +288,25 @@ def _gate_section(result: GateResult, budget: int, log_hint: str) -> str:
     top = f"\n## gate {result.name}: {status_text(result)}\n$ {clip_middle(result.command, 300)}\n"
     room = budget - len(top) - len(footer)
     lines = failure_lines(result)
+    from_log = result.failures_source == "log"
     body = ""
     if lines:
-        label = "failing tests (JUnit):\n" if result.failures else "failing tests (from the full log):\n"
+        label = "failing tests (from the full log):\n" if from_log else "failing tests (JUnit):\n"
         listing = clip_middle(label + "".join(f"- {line}\n" for line in lines), max(room // 2, 0))
         body += listing
     if result.failures:
-        per = max((room - len(body)) // len(result.failures[:10]) - 40, 0)
+        # Tests found in the log may not be the whole story: leave the output a share of the room.
+        details = room - len(body) - (room // 4 if from_log else 0)
+        per = max(details // len(result.failures[:10]) - 40, 0)
         for f in result.failures[:10]:
             if per > 80 and f.text.strip():
                 body += f"\n{f.test}:\n{clip_middle(strip_ansi(f.text).strip(), per)}\n"
-    else:
-        label = "output (head+tail):\n"
-        room = max(room - len(body) - len(label), 0)
-        body += label + clip_middle(strip_ansi(result.output), room, "bytes", result.output_bytes)
-        body = body if body.endswith("\n") else body + "\n"
+    if not result.failures or from_log:
+        label = "\noutput (head+tail):\n" if body else "output (head+tail):\n"
+        rest = room - len(body) - len(label)
+        if rest > 200 or not result.failures:
+            body += label + clip_middle(strip_ansi(result.output), max(rest, 0), "bytes", result.output_bytes)
+            body = body if body.endswith("\n") else body + "\n"
     section = top + body
     if len(section) + len(footer) > budget:
         section = section[: max(budget - len(footer), 0)]

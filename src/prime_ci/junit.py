@@ -1,11 +1,12 @@
 """JUnit XML in and out: failures from a project's report, one report over the gates, GitHub annotations.
 
-Also holds the small text helpers (middle clipping, ANSI stripping, pytest ``FAILED`` line scanning) that
-both this module and :mod:`prime_ci.gates` use to keep model- and CI-facing text bounded.
+Also holds the small helpers (middle clipping, stack-frame locations) that :mod:`prime_ci.gates` and
+:mod:`prime_ci.failures` (failing tests parsed from a gate's log) share.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -28,15 +29,19 @@ FAILURE_TEXT_LIMIT = 2048
 JUNIT_OUTPUT_LIMIT = 8192
 
 _XML_ILLEGAL = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-_PYTEST_SUMMARY = re.compile(rb"^(FAILED|ERROR) \S+")
-_ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _LOCATION = re.compile(r"(?m)^([^\s:][^\s:]*\.[A-Za-z0-9]+):(\d+):")
+_RUNNER_FRAME = re.compile(r"^[ \t]*at (?:.*\()?(?:node:|.*/node_modules/).*\n?", re.M)
+_FRAME = re.compile(r"\(((?:file://)?[^()\s]+):(\d+):\d+\)|\bat ((?:file://)?[^()\s]+):(\d+):\d+")
+
+Kind = Literal["failure", "error"]
 
 
 @dataclass
 class JUnitFailure:
+    """One failing test, from a JUnit report or (:mod:`prime_ci.failures`) from a gate's log."""
+
     test: str
-    kind: Literal["failure", "error"]
+    kind: Kind
     message: str
     text: str
     file: str | None = None
@@ -68,44 +73,74 @@ def xml_safe(text: str) -> str:
     return _XML_ILLEGAL.sub("", text)
 
 
-def scan_failed_lines(log_path: Path, *, max_lines: int = 50, max_line: int = 300) -> list[str]:
-    """pytest summary lines (``FAILED x::y - msg`` / ``ERROR ...``) from a log of any size, read in chunks."""
-    found: list[str] = []
-    try:
-        handle = log_path.open("rb")
-    except FileNotFoundError:
-        return found
-    with handle:
-        at_start = True
-        while len(found) < max_lines:
-            chunk = handle.readline(8192)
-            if not chunk:
-                break
-            if at_start:
-                clean = _ANSI_BYTES.sub(b"", chunk)
-                if _PYTEST_SUMMARY.match(clean):
-                    line = clean.rstrip(b"\r\n").decode(errors="replace")
-                    found.append(line if len(line) <= max_line else line[: max_line - 3] + "...")
-            at_start = chunk.endswith(b"\n")
-    return found
+def relative(path: str, bases: tuple[Path, ...]) -> str:
+    """``path`` (maybe a ``file://`` URL) relative to the first base it lies under, else as given."""
+    path = path.removeprefix("file://")
+    if path.startswith("/"):
+        for base in bases:
+            with contextlib.suppress(ValueError):
+                return str(Path(path).relative_to(base))
+    return path.removeprefix("./")
 
 
-def _location(case: ET.Element, text: str) -> tuple[str | None, int | None]:
+def stack_location(text: str, bases: tuple[Path, ...] = ()) -> tuple[str, int] | None:
+    """The first JavaScript stack frame in ``text`` outside node internals and ``node_modules``."""
+    for m in _FRAME.finditer(text):
+        path = m[1] or m[3]
+        if path.startswith(("node:", "internal/")) or "node_modules/" in path:
+            continue
+        return relative(path, bases), int(m[2] or m[4])
+    return None
+
+
+def _location(case: ET.Element, text: str, bases: tuple[Path, ...]) -> tuple[str | None, int | None]:
     file = case.get("file")
     line_attr = case.get("line")
     line = int(line_attr) if line_attr and line_attr.isdigit() else None
     if file:
-        return file, line
+        return relative(file, bases), line
     matches = _LOCATION.findall(text)
-    relative = [m for m in matches if not m[0].startswith("/")]
-    pick = (relative or matches or [None])[-1]
-    if pick is None:
-        return None, None
-    return pick[0], int(pick[1])
+    relative_matches = [m for m in matches if not m[0].startswith("/")]
+    if pick := (relative_matches or matches or [None])[-1]:
+        return relative(pick[0], bases), int(pick[1])
+    return stack_location(text, bases) or (None, None)
 
 
-def parse_junit_failures(path: Path, limit: int = 200) -> list[JUnitFailure]:
+def _pytest_node(dotted: str, rest: list[str], cwd: Path) -> str | None:
+    """``tests.test_x.TestC`` + ``[test_y]`` as ``tests/test_x.py::TestC::test_y`` when that file exists."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        path = "/".join(parts[:i]) + ".py"
+        if (cwd / path).is_file():
+            return "::".join([path, *parts[i:], *rest])
+    return None
+
+
+def _test_name(case: ET.Element, root: ET.Element, cwd: Path | None, parents: dict[ET.Element, ET.Element]) -> str:
+    name = case.get("name", "?")
+    classname = case.get("classname") or ""
+    if cwd is not None and (node := _pytest_node(classname, [name], cwd) if classname else _pytest_node(name, [], cwd)):
+        return node
+    if classname == "test":  # node's junit reporter: a fixed classname, describe() blocks as nested suites
+        if not parents:
+            parents.update((child, parent) for parent in root.iter() for child in parent)
+        suites: list[str] = []
+        element = parents.get(case)
+        while element is not None and element.tag == "testsuite" and len(suites) < 20:
+            suites.insert(0, element.get("name", ""))
+            element = parents.get(element)
+        return " > ".join([*suites, name])
+    if name == classname or (classname and name.startswith(classname + " ")):  # jest-junit
+        return name
+    return f"{classname}::{name}" if classname else name
+
+
+def parse_junit_failures(path: Path, limit: int = 200, *, cwd: Path | None = None) -> list[JUnitFailure]:
     """Failures and errors from a JUnit XML report (``<testsuites>`` or a bare ``<testsuite>``).
+
+    ``cwd``: the directory the tests ran in. Absolute paths under it are made relative, and pytest's
+    ``classname``/``name`` pairs become runnable node ids (``tests/test_x.py::TestC::test_y``) when the
+    module file exists there.
 
     Raises ValueError for documents with a DOCTYPE/ENTITY (entity expansion), non-UTF-8/ASCII-compatible
     encodings (where that check cannot be made on bytes), oversized files or another root element; and
@@ -121,21 +156,24 @@ def parse_junit_failures(path: Path, limit: int = 200) -> list[JUnitFailure]:
     root = ET.fromstring(data)
     if root.tag not in ("testsuites", "testsuite"):
         raise ValueError(f"{path}: not a JUnit report (root element <{root.tag}>)")
+    bases = (cwd, cwd.resolve()) if cwd is not None else ()
     failures: list[JUnitFailure] = []
+    parents: dict[ET.Element, ET.Element] = {}
     for case in root.iter("testcase"):
+        if case.find("skipped") is not None:  # node marks a failing todo() test skipped
+            continue
         for child in case:
             if child.tag not in ("failure", "error"):
                 continue
-            name = case.get("name", "?")
-            classname = case.get("classname")
-            text = child.text or ""
-            file, line = _location(case, text)
-            kind: Literal["failure", "error"] = "failure" if child.tag == "failure" else "error"
+            text = _RUNNER_FRAME.sub("", child.text or "").strip()
+            file, line = _location(case, text, bases)
+            first = next((t.strip() for t in text.splitlines() if t.strip()), "")
+            kind: Kind = "failure" if child.tag == "failure" else "error"
             failures.append(
                 JUnitFailure(
-                    test=f"{classname}::{name}" if classname else name,
+                    test=_test_name(case, root, cwd, parents),
                     kind=kind,
-                    message=clip_middle(child.get("message") or child.get("type") or "", 500),
+                    message=clip_middle(child.get("message") or first or child.get("type") or "", 500),
                     text=clip_middle(text, FAILURE_TEXT_LIMIT),
                     file=file,
                     line=line,
@@ -147,15 +185,13 @@ def parse_junit_failures(path: Path, limit: int = 200) -> list[JUnitFailure]:
 
 
 def failure_lines(result: GateResult, *, max_lines: int = 50) -> list[str]:
-    """One line per failing test: parsed JUnit failures, else pytest summary lines from the full log."""
-    if result.failures:
-        lines = []
-        for f in result.failures[:max_lines]:
-            where = f" ({f.file}:{f.line})" if f.file and f.line else ""
-            message = f.message.strip().splitlines()[0] if f.message.strip() else f.kind
-            lines.append(clip_middle(f"{f.test}: {message}{where}", 300))
-        return lines
-    return scan_failed_lines(result.log_path, max_lines=max_lines)
+    """One line per failing test (``test: message (file:line)``), from the JUnit report or the full log."""
+    lines = []
+    for f in result.failures[:max_lines]:
+        where = f" ({f.file}:{f.line})" if f.file and f.line else ""
+        message = f.message.strip().splitlines()[0] if f.message.strip() else f.kind
+        lines.append(clip_middle(f"{f.test}: {message}{where}", 300))
+    return lines
 
 
 def status_text(result: GateResult) -> str:
@@ -238,7 +274,7 @@ def github_annotations(results: Sequence[GateResult], *, per_gate: int = 10) -> 
         if r.passed:
             continue
         title = _escape_property(f"gate {r.name}")
-        located = [f for f in r.failures if f.file and f.line][:per_gate]
+        located = [f for f in r.failures if f.file and f.line and not f.file.startswith("/")][:per_gate]
         for f in located:
             props = f"file={_escape_property(f.file or '')},line={f.line},title={title}"
             message = clip_middle(f"{f.test}: {f.message.strip() or f.kind}", 1000)
