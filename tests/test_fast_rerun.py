@@ -1,0 +1,231 @@
+"""Issue 13: retry rounds first rerun only the previously failing tests; only a full gate run passes."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from conftest import BUGGY, Outcome, make_repo, run_prime
+from prime_ci.errors import ConfigError
+from prime_ci.failures import scan_log_failures
+from prime_ci.fast_rerun import MAX_TESTS, derive_pytest_fast, failing_ids, plan_rerun, render, still_failing
+from prime_ci.gate_specs import GateSpec, load_gate_files
+from prime_ci.gates import GateResult
+from prime_ci.junit import JUnitFailure
+from prime_ci.schemas import schemas
+from prime_ci.testing import ScriptedServer, ipython, reply
+
+SLOW_SECONDS = 4
+SLOW_SUITE = {
+    **BUGGY,
+    # Outside the tests' way: the gate command tells it where to count its runs.
+    "test_slow.py": (
+        "import os\nimport time\nfrom pathlib import Path\n\n\n"
+        "def test_slow():\n"
+        "    counter = Path(os.environ['SLOW_COUNTER'])\n"
+        "    counter.parent.mkdir(parents=True, exist_ok=True)\n"
+        "    with counter.open('a') as f:\n"
+        "        f.write('ran\\n')\n"
+        f"    time.sleep({SLOW_SECONDS})\n"
+    ),
+}
+# .prime-ci/ in the worktree: excluded from the fingerprint and writable for a sandboxed gate
+SLOW_GATE = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 SLOW_COUNTER=.prime-ci/slow-runs python -m pytest -q -p no:cacheprovider"
+MULTIPLY = "from pathlib import Path\np = Path('calc.py')\np.write_text(p.read_text().replace('a - b', 'a * b'))\n"
+FIX_MULTIPLY = "from pathlib import Path\np = Path('calc.py')\np.write_text(p.read_text().replace('a * b', 'a + b'))\n"
+
+
+def gate_entries(run: Outcome) -> list[dict[str, Any]]:
+    return [e["data"] for e in run.session() if e.get("type") == "custom" and e.get("customType") == "prime_ci.gate"
+            and "skipped" not in e["data"]]
+
+
+def last_message(server: ScriptedServer, index: int) -> str:
+    content = server.chat_requests[index].body["messages"][-1]["content"]
+    return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+
+
+def test_retry_round_reruns_only_the_failing_test_then_the_full_gate(
+    tmp_path: Path, server: ScriptedServer
+) -> None:
+    repo = make_repo(tmp_path / "repo", SLOW_SUITE)
+    server.add(reply("done"), ipython(MULTIPLY), reply("done, with *"), ipython(FIX_MULTIPLY), reply("fixed"))
+    started = time.monotonic()
+    run = run_prime(tmp_path, repo, server, "--gate", SLOW_GATE, "--keep-worktree")
+    assert run.code == 0, run.proc.stderr
+    assert run.result["stop_reason"] == "completed"
+    assert len(server.chat_requests) == 5
+
+    entries = gate_entries(run)
+    assert [(e["round"], e["kind"], e["passed"]) for e in entries] == [
+        (1, "full", False), (2, "fast", False), (3, "fast", True), (3, "full", True)]
+    assert entries[1]["tests"] == entries[2]["tests"] == 1
+    assert entries[1]["still_failing"] == ["pytest"]
+    assert entries[1]["results"][0]["command"].endswith("test_calc.py::test_add")
+    rounds = run.result["rounds"]
+    assert [(r["round"], r["kind"], r["passed"], r["gates"]) for r in rounds] == [
+        (1, "full", False, ["pytest"]), (2, "fast", False, ["pytest"]), (3, "fast", True, ["pytest"]),
+        (3, "full", True, ["pytest"])]
+    assert rounds[0]["duration_s"] >= SLOW_SECONDS
+    assert rounds[1]["duration_s"] < rounds[0]["duration_s"] / 4, rounds
+    assert rounds[1]["tests"] == 1
+    jsonschema.validate(run.result, schemas()["result"])
+
+    # The slow module ran in the two full runs only, not in either fast rerun.
+    counter = Path(run.result["worktree"]) / ".prime-ci" / "slow-runs"
+    assert counter.read_text().splitlines() == ["ran", "ran"]
+
+    feedback = last_message(server, 3)
+    assert "test_add" in feedback and "assert 6 == 5" in feedback, feedback
+    assert "fast rerun of the 1 previously failing test" in feedback
+    assert "full gates run once these pass" in feedback
+    assert "gates/pytest.fast.log" in feedback
+
+    assert run.result["gates"][0]["command"] == SLOW_GATE and run.result["gates"][0]["passed"] is True
+    assert "2 passed" in (run.out / "gates" / "pytest.log").read_text()
+    assert "1 passed" in (run.out / "gates" / "pytest.fast.log").read_text()
+    assert time.monotonic() - started < 60
+
+
+def test_fast_template_from_gates_file_and_final_round_runs_full(tmp_path: Path, server: ScriptedServer) -> None:
+    repo = make_repo(tmp_path / "repo", BUGGY)
+    gates = tmp_path / "gates.toml"
+    gates.write_text('[[gate]]\nname = "tests"\ncommand = "python -m pytest -q"\n'
+                     'fast = "echo TEMPLATE {tests}; python -m pytest -q {tests}"\n')
+    server.add(reply("done"), ipython(MULTIPLY), reply("done, with *"))
+    run = run_prime(tmp_path, repo, server, "--gates-file", str(gates), "--max-gate-retries", "1")
+    assert run.code == 1, run.proc.stderr
+    assert run.result["stop_reason"] == "gates_failed"
+    assert "TEMPLATE test_calc.py::test_add" in (run.out / "gates" / "tests.fast.log").read_text()
+    # The retries ran out on the fast rerun: the report's round is a full run again.
+    assert [(e["round"], e["kind"]) for e in gate_entries(run)] == [(1, "full"), (2, "fast"), (3, "full")]
+    assert run.result["gates"][0]["command"] == "python -m pytest -q"
+    assert "TEMPLATE" not in (run.out / "gates" / "tests.log").read_text()
+
+
+def test_fast_rerun_that_names_no_failing_test_falls_through_to_full(
+    tmp_path: Path, server: ScriptedServer
+) -> None:
+    rename = ("from pathlib import Path\np = Path('test_calc.py')\n"
+              "p.write_text(p.read_text().replace('def test_add', 'def test_add_renamed'))\n")
+    server.add(reply("done"), ipython(rename), reply("renamed"), reply("giving up"))
+    run = run_prime(tmp_path, make_repo(tmp_path / "repo", BUGGY), server, "--gate", "python -m pytest -q",
+                    "--max-gate-retries", "2")
+    assert run.code == 1, run.proc.stderr
+    entries = gate_entries(run)
+    assert [(e["round"], e["kind"], e["passed"]) for e in entries] == [
+        (1, "full", False), (2, "fast", False), (2, "full", False)]
+    assert entries[1]["still_failing"] == []
+    feedback = last_message(server, 3)
+    assert feedback.startswith("Gate round 2: failed") and "test_add_renamed" in feedback
+
+
+@pytest.mark.parametrize(
+    ("command", "fast"),
+    [
+        ("pytest", "pytest {tests}"),
+        ("pytest -q tests/", "pytest -q {tests}"),
+        ("python -m pytest -x -q tests/unit --lf", "python -m pytest -q {tests}"),
+        ("python3 -m pytest -k 'add or sub' tests", "python3 -m pytest -k 'add or sub' {tests}"),
+        ("uv run pytest -p no:cacheprovider --maxfail 3 tests -n auto", "uv run pytest -p no:cacheprovider {tests}"),
+        ("uv run --frozen python -m pytest tests", "uv run --frozen python -m pytest {tests}"),
+        (".venv/bin/python -m pytest -xvs tests", ".venv/bin/python -m pytest -vs {tests}"),
+        ("FOO='a b' pytest --tb=short --sw", "FOO='a b' pytest --tb=short {tests}"),
+        ("pytest --cov src --cov-fail-under=90 -rA tests", "pytest -rA {tests}"),
+        ("poetry run pytest --strict-markers --junitxml out.xml tests", "poetry run pytest --strict-markers "
+         "--junitxml out.xml {tests}"),
+        ("python -X dev -m pytest --some-plugin-flag", "python -X dev -m pytest --some-plugin-flag {tests}"),
+        ("pytest -- tests", "pytest {tests}"),
+    ],
+)
+def test_pytest_fast_command_derived(command: str, fast: str) -> None:
+    assert derive_pytest_fast(command) == fast
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["pytest -q; echo done", "cd sub && pytest", "pytest $PYTEST_ARGS", "pytest tests/*.py", "pytest | tee log",
+     "pytest --unknown-option value tests", "pytest --collect-only", "pytest -Z", "python -m pytest -n",
+     "python -c 'import pytest'", "python -m pytest_other", "ruff check .", "make test", "npm test", "tox -e py",
+     "env pytest", "uv run --unknown pytest", "pytest 'unterminated"],
+)
+def test_no_fast_command_when_unsure(command: str) -> None:
+    assert derive_pytest_fast(command) is None
+
+
+def _result(tmp_path: Path, log: str, failures: list[JUnitFailure] | None = None, *, passed: bool = False,
+            timed_out: bool = False) -> GateResult:
+    """A gate run's result as the runner makes it: failures from JUnit when given, else parsed from the log."""
+    log_path = tmp_path / "gate.log"
+    log_path.write_text(log)
+    if failures is None and not passed:
+        failures = scan_log_failures(log_path, cwd=tmp_path)
+    return GateResult(name="g", command="c", passed=passed, exit_code=0 if passed else 1, timed_out=timed_out,
+                      output=log, output_bytes=len(log), duration_s=1.0, attempts=1, flaky=False, log_path=log_path,
+                      failures=failures or [])
+
+
+def test_failing_ids_are_runnable_node_ids(tmp_path: Path) -> None:
+    for name in ("tests/test_a.py", "tests/test_b.py", "test_c.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    junit = [JUnitFailure("tests.test_a.TestX::test_one[1.5-x y]", "failure", "m", "t"),
+             JUnitFailure("tests.test_gone::test_two", "failure", "m", "t")]
+    log = ("\x1b[31mFAILED\x1b[0m tests/test_b.py::test_three - assert 1 == 2\n"
+           "FAILED tests/test_a.py::TestX::test_one[1.5-x y] - dup of the JUnit one\n"
+           "ERROR test_c.py::test_four\nFAILED ../outside.py::t - no\nFAILED /abs/test_c.py::t - no\n"
+           "ERROR test_c.py - collection error, not a node id\n   FAILED indented.py::t - no\n")
+    from_junit = _result(tmp_path, log, junit)
+    assert failing_ids(from_junit, tmp_path, node_ids=True) == ["tests/test_a.py::TestX::test_one[1.5-x y]"]
+    # a template gets the parsed ids as they are
+    assert failing_ids(from_junit, tmp_path, node_ids=False) == [f.test for f in junit]
+    from_log = _result(tmp_path, log)
+    assert failing_ids(from_log, tmp_path, node_ids=True) == [
+        "tests/test_b.py::test_three", "tests/test_a.py::TestX::test_one[1.5-x y]", "test_c.py::test_four"]
+    clipped = _result(tmp_path, f"FAILED test_c.py::t{'x' * 5000} - cut\nFAILED test_c.py::last - no newline")
+    assert failing_ids(clipped, tmp_path, node_ids=True)[-1] == "test_c.py::last"
+    many = _result(tmp_path, "".join(f"FAILED test_c.py::t{i} - x\n" for i in range(MAX_TESTS + 20)))
+    assert len(failing_ids(many, tmp_path, node_ids=True)) == MAX_TESTS
+    assert render("pytest -q {tests}", ["test_c.py::t[a b]", "test_c.py::u"]) == (
+        "pytest -q 'test_c.py::t[a b]' test_c.py::u")
+
+
+def test_fast_template_from_gates_file_is_planned(tmp_path: Path) -> None:
+    (tmp_path / "test_c.py").write_text("")
+    gates = tmp_path / "gates.toml"
+    gates.write_text('[[gate]]\nname = "t"\ncommand = "python -m pytest -q"\nfast = "runner --only {tests}"\n'
+                     '[[gate]]\nname = "auto"\ncommand = "python -m pytest -q"\n'
+                     '[[gate]]\nname = "shell"\ncommand = "pytest -q && echo ok"\n')
+    template, auto, shell = load_gate_files([gates])
+    failed = _result(tmp_path, "FAILED test_c.py::test_x - boom\nFAILED elsewhere::y - no file\n")
+    planned = plan_rerun(template, failed, tmp_path)
+    assert planned is not None and planned.template == "runner --only {tests}"
+    assert planned.tests == ("test_c.py::test_x", "elsewhere::y")
+    derived = plan_rerun(auto, failed, tmp_path)
+    assert derived is not None and derived.template == "python -m pytest -q {tests}"
+    assert derived.tests == ("test_c.py::test_x",)
+    assert plan_rerun(shell, failed, tmp_path) is None
+    assert plan_rerun(auto, _result(tmp_path, "FAILED test_c.py::t - x\n", timed_out=True), tmp_path) is None
+    assert plan_rerun(auto, _result(tmp_path, "no summary lines\n"), tmp_path) is None
+    gates.write_text('[[gate]]\nname = "t"\ncommand = "pytest"\nfast = "pytest -x"\n')
+    with pytest.raises(ConfigError, match=r"gate\[0\]\.fast: must contain \{tests\}"):
+        load_gate_files([gates])
+    assert GateSpec(name="t", command="pytest").fast is None
+
+
+def test_still_failing_needs_named_tests_or_a_timeout(tmp_path: Path) -> None:
+    (tmp_path / "test_c.py").write_text("")
+    for node_ids in (True, False):
+        assert still_failing(_result(tmp_path, "FAILED test_c.py::t - x\n"), tmp_path, node_ids=node_ids)
+        assert still_failing(_result(tmp_path, "", timed_out=True), tmp_path, node_ids=node_ids)
+        assert not still_failing(_result(tmp_path, "FAIL Required test coverage of 90% not reached.\n"), tmp_path,
+                                 node_ids=node_ids)
+        assert not still_failing(_result(tmp_path, "", passed=True), tmp_path, node_ids=node_ids)
+    # a runner's parsed failure that is no pytest node id does not settle a derived pytest rerun
+    coverage = [JUnitFailure("Required test coverage of 90% not reached.", "failure", "", "")]
+    assert not still_failing(_result(tmp_path, "", coverage), tmp_path, node_ids=True)
+    assert still_failing(_result(tmp_path, "", coverage), tmp_path, node_ids=False)
