@@ -74,6 +74,9 @@ def run_cli(
     args: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_CI_")}
+    # as in a job that activated the environment prime-ci (and pytest) is installed in: the project's
+    # interpreter found on PATH is that one
+    full_env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), full_env.get("PATH", os.defpath)])
     full_env.update(env or {})
     return subprocess.run([PRIME_CI, *args], cwd=cwd, env=full_env, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)

@@ -98,6 +98,12 @@ def cli() -> None:
 @click.option("--require-changes", is_flag=True, help="An empty diff is a failure (exit 8).")
 @click.option("--allow-protected", multiple=True, help="Glob of protected paths the run may change.")
 @click.option("--keep-worktree", is_flag=True, help="Keep the worktree.")
+@click.option("--setup", multiple=True, help="Trusted command preparing the worktree before the first model call "
+              "(repeatable; network on, even in the sandbox).")
+@click.option("--python", help="The project's interpreter for gates, setup and shell commands (default: REPO's "
+              ".venv, else python3 on PATH).")
+@click.option("--sandbox-ro", multiple=True, help="Extra path visible read-only in the sandbox (repeatable).")
+@click.option("--include-dirty", is_flag=True, help="Start from a snapshot of REPO's uncommitted working tree.")
 @click.option("--json", "json_output", is_flag=True, help="Print result.json on stdout at the end.")
 @click.pass_context
 def run(ctx: click.Context, /, **params: Any) -> int:
@@ -114,6 +120,12 @@ def run(ctx: click.Context, /, **params: Any) -> int:
     _host_setup()
     prep = prepare(flags)  # a litellm route starts importing litellm here, overlapping the kernel start
     _say(f"run {prep.run_id}: {prep.worktree.source} @ {prep.worktree.base_commit[:12]} -> {prep.out}")
+    if prep.worktree.dirty:
+        from rich.markup import escape
+
+        from prime_ci.report import dirty_note
+
+        _say(f"[yellow]warning:[/] {escape(dirty_note(prep.worktree.dirty, prep.worktree.snapshot_of is not None))}")
     return _finish(execute(prep, _say), params["json_output"])
 
 
@@ -162,21 +174,28 @@ def schema(which: str) -> int:
 @click.option("--gates-file", multiple=True, type=click.Path(path_type=Path), help="TOML [[gate]] file.")
 @click.option("--junit", type=click.Path(path_type=Path), help="Write a JUnit report here.")
 @click.option("--logs", type=click.Path(path_type=Path), default=Path("prime-ci-out/gates"), show_default=True)
+@click.option("--sandbox", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True)
+@click.option("--python", help="The project's interpreter (default: ./.venv, else python3 on PATH).")
+@click.option("--sandbox-ro", multiple=True, help="Extra path visible read-only in the sandbox (repeatable).")
+@click.option("--pass-env", multiple=True, help="Let one environment variable reach the gates.")
 @click.option("--json", "json_output", is_flag=True, help="Print the results as JSON.")
 def gates(
-    gate: tuple[str, ...], gates_file: tuple[Path, ...], junit: Path | None, logs: Path, json_output: bool
+    gate: tuple[str, ...], gates_file: tuple[Path, ...], junit: Path | None, logs: Path, sandbox: str,
+    python: str | None, sandbox_ro: tuple[str, ...], pass_env: tuple[str, ...], json_output: bool,
 ) -> int:
-    """Run gates alone, in the current directory, with the same semantics as in a run."""
+    """Run gates alone, in the current directory, with the same semantics as in a run: the project's
+    interpreter, the scrubbed environment and the sandbox (the current directory writable)."""
     import asyncio
 
+    from prime_ci.environment import Standalone, standalone
     from prime_ci.gates import gates_from_commands, load_gate_files
-    from prime_ci.judge import standalone
     from prime_ci.junit import github_annotations, write_gates_junit
 
     specs = gates_from_commands(list(gate)) + load_gate_files(list(gates_file))
     if not specs:
         raise click.UsageError("no gates: give --gate or --gates-file")
-    results = asyncio.run(standalone(specs, Path.cwd(), logs.resolve()))
+    options = Standalone(sandbox=sandbox, python=python, sandbox_ro=list(sandbox_ro), pass_env=list(pass_env))
+    results = asyncio.run(standalone(specs, Path.cwd(), logs.resolve(), options, _say))
     for r in results:
         state = "pass" if r.passed else ("timeout" if r.timed_out else "FAIL")
         _say(f"gate {r.name}: {state}{' (flaky)' if r.flaky else ''} exit {r.exit_code} in {r.duration_s:.1f}s "

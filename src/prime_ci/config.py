@@ -46,6 +46,10 @@ class RunConfig(BaseModel):
     allow_protected: list[str] = Field(default_factory=list)
     keep_worktree: bool = False
     json_output: bool = False
+    setup: list[str | dict[str, Any]] = Field(default_factory=list)
+    python: str | None = None
+    sandbox_ro: list[str] = Field(default_factory=list)
+    include_dirty: bool = False
 
     @field_validator("max_wall", "cell_timeout", mode="before")
     @classmethod
@@ -62,7 +66,7 @@ class RunConfig(BaseModel):
 FILE_KEYS = set(RunConfig.model_fields) - {"repo", "json_output"}
 # The repository may be the hostile input under review: it cannot weaken the boundary or redirect output.
 FLAG_ONLY = {"pass_env", "allow_protected", "api_base", "push", "out", "sandbox", "keep_worktree", "harness",
-             "harness_branch", "gates_from"}
+             "harness_branch", "gates_from", "include_dirty", "sandbox_ro"}
 ALIASES = {"gates": "gate", "gates_files": "gates_file", "gates-file": "gates_file"}
 
 
@@ -82,6 +86,12 @@ def file_settings(repo_dir: Path) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, value in section.items():
             norm = ALIASES.get(key, key).replace("-", "_")
+            if norm == "sandbox" and isinstance(value, dict):
+                out["sandbox_ro"] = _sandbox_table(name, value)
+                continue
+            if norm == "python" and (not isinstance(value, str) or "/" in value):
+                raise ConfigError(f"{name}: python: a command name found on PATH (e.g. 'python3.12'), not a path: "
+                                  "repository settings may not name files outside the worktree (use --python)")
             if norm in FLAG_ONLY:
                 raise ConfigError(f"{name}: {key!r} may only be set on the command line")
             if norm not in FILE_KEYS:
@@ -89,6 +99,21 @@ def file_settings(repo_dir: Path) -> dict[str, Any]:
             out[norm] = value
         return out
     return {}
+
+
+def _sandbox_table(name: str, table: dict[str, Any]) -> list[str]:
+    """``[sandbox] read = [...]``: in repository settings, only paths inside the worktree (relative, no '..')."""
+    unknown = sorted(set(table) - {"read"})
+    if unknown:
+        raise ConfigError(f"{name}: sandbox.{unknown[0]}: unknown setting (the sandbox mode is a command-line flag)")
+    paths = table.get("read", [])
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise ConfigError(f"{name}: sandbox.read: must be a list of paths")
+    for p in paths:
+        if not p or p.startswith(("/", "~")) or ".." in Path(p).parts:
+            raise ConfigError(f"{name}: sandbox.read: {p!r}: repository settings may only name paths inside the "
+                              "worktree (use --sandbox-ro for others)")
+    return list(paths)
 
 
 def _tool_section(data: dict[str, Any]) -> dict[str, Any] | None:

@@ -27,12 +27,22 @@ class GateSpec(BaseModel):
     junit: str | None = None
     reruns: int = Field(default=0, ge=0, le=10)
     env: dict[str, str] = Field(default_factory=dict)
+    fast: str | None = Field(default=None, description=(
+        "retry rounds first run this instead, with {tests} replaced by the tests that failed (shell-quoted); "
+        "pytest commands get one derived when it is not set (see prime_ci.fast_rerun)"))
 
     @field_validator("command")
     @classmethod
     def _command(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("must not be blank")
+        return value
+
+    @field_validator("fast")
+    @classmethod
+    def _fast(cls, value: str | None) -> str | None:
+        if value is not None and "{tests}" not in value:
+            raise ValueError("must contain {tests} (where the failing test ids go)")
         return value
 
     @field_validator("timeout", mode="before")
@@ -82,12 +92,14 @@ def _parse_gate_text(text: str, label: str, seen: dict[str, str]) -> list[GateSp
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{label}: invalid TOML: {exc}") from None
-    unknown = sorted(set(data) - {"gate"})
+    unknown = sorted(set(data) - {"gate", "setup"})
     if unknown:
-        raise ConfigError(f"{label}: unknown top-level key {unknown[0]!r} (gate files hold [[gate]] tables)")
+        raise ConfigError(f"{label}: unknown top-level key {unknown[0]!r} (gate files hold [[gate]], [[setup]])")
     tables = data.get("gate")
     if not tables:
-        raise ConfigError(f"{label}: no [[gate]] tables")
+        if "setup" in data:  # a file of [[setup]] tables only (read by prime_ci.setup_phase)
+            return []
+        raise ConfigError(f"{label}: no [[gate]] or [[setup]] tables")
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         raise ConfigError(f"{label}: gate: must be [[gate]] tables")
     specs = []

@@ -15,7 +15,7 @@ RESULT_VERSION = 1
 EXIT_CODES = {
     "completed": 0, "gates_failed": 1, "max_turns": 3, "max_tokens": 3, "max_wall": 3, "max_cost": 3,
     "model_error": 4, "sandbox_unavailable": 5, "persistence_error": 6, "security_stop": 7, "no_changes": 8,
-    "internal_error": 70,
+    "setup_failed": 9, "internal_error": 70,
 }
 
 
@@ -52,6 +52,14 @@ def write_json(path: Path, obj: Any) -> None:
     write_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
+def dirty_note(paths: list[str], included: bool) -> str:
+    shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+    if included:
+        return f"REPO had uncommitted changes ({len(paths)} path(s): {shown}): included (--include-dirty)."
+    return (f"REPO has uncommitted changes ({len(paths)} path(s): {shown}) that this run does not see; "
+            "commit them or pass --include-dirty.")
+
+
 def summary_markdown(result: dict[str, Any]) -> str:
     ok = result["success"]
     icon = "✅" if ok else "❌"
@@ -65,6 +73,16 @@ def summary_markdown(result: dict[str, Any]) -> str:
     lines += [f"**Task:** {task[:300]}{'…' if len(task) > 300 else ''}", "",
               f"**Model:** `{result['model']}` · **Base:** `{str(result.get('base_commit'))[:12]}` · "
               f"**Sandbox:** {result.get('sandbox', 'off')}", ""]
+    if result.get("dirty"):
+        lines += [dirty_note(result["dirty"], bool(result.get("snapshot_of"))), ""]
+    setup = result.get("setup") or []
+    if setup:
+        lines += ["### Setup", "", "| command | result | exit | time |", "|---|---|---|---|"]
+        for s in setup:
+            command = " ".join(str(s["command"]).split())[:120].replace("|", "\\|")
+            state = "✅ ok" if s["passed"] else ("⏱ timeout" if s.get("timed_out") else "❌ failed")
+            lines.append(f"| `{command}` | {state} | {s['exit_code']} | {s['duration_s']:.1f}s |")
+        lines.append("")
     gates = result.get("gates") or []
     if gates:
         lines += ["### Gates", "", "| gate | result | exit | time | attempts |", "|---|---|---|---|---|"]

@@ -36,6 +36,7 @@ class ResumeState:
     notes: list[str] = field(default_factory=list)
     replayed_replies: int = 0
     children: list[str] = field(default_factory=list)
+    setup_done: bool = False
 
 
 def _provider_message(msg: dict[str, Any]) -> dict[str, Any]:
@@ -96,8 +97,13 @@ def _count(state: ResumeState, custom_type: Any, data: dict[str, Any]) -> None:
         state.usage = data
     elif custom_type == "prime_ci.gate" and not data.get("on_demand"):
         state.gate_rounds = max(state.gate_rounds, int(data.get("round", 0)))
-        failed = data.get("skipped") or any(not r.get("passed") for r in data.get("results", []))
+        if data.get("kind") == "fast":  # inconclusive unless tests still fail; a full run of the round follows
+            failed = bool(data.get("still_failing"))
+        else:
+            failed = data.get("skipped") or any(not r.get("passed") for r in data.get("results", []))
         state.failed_rounds += bool(failed)
+    elif custom_type == "prime_ci.setup":
+        state.setup_done = all(r.get("passed") for r in data.get("results", []))
     elif custom_type == "prime_ci.child" and data.get("event") == "spawned":
         state.children.append(str(data.get("name")))
 
@@ -120,6 +126,7 @@ class ResumePlan:
     gates: list[GateSpec]
     state: ResumeState
     finished: dict[str, Any] | None = None
+    info: dict[str, Any] = field(default_factory=dict)  # the run's prime_ci.run record
 
 
 def plan(out: Path, *, salvage: bool) -> ResumePlan:
@@ -149,7 +156,7 @@ def plan(out: Path, *, salvage: bool) -> ResumePlan:
         state.notes.append("The worktree was lost with the interruption and was checked out again at the base "
                            "commit: changes made before the interruption are gone and must be redone.")
     gates = [GateSpec.model_validate(g) for g in info.get("gates", [])]
-    return ResumePlan(out, info["run_id"], cfg, wt, gates, state)
+    return ResumePlan(out, info["run_id"], cfg, wt, gates, state, info=info)
 
 
 def _dead_worktree(info: dict[str, Any]) -> Worktree:

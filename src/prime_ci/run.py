@@ -18,6 +18,7 @@ from prime_ci.bridge import Bridge, Handler, Refused
 from prime_ci.budget import Budget, Limits
 from prime_ci.children import Family
 from prime_ci.compact import Compactor
+from prime_ci.environment import environment_section, project_vars, run_setup
 from prime_ci.errors import KernelLost, ModelError, PersistenceError
 from prime_ci.harness import HarnessError
 from prime_ci.judge import Judge
@@ -31,6 +32,7 @@ from prime_ci.prompt import base_prompt
 from prime_ci.resume import ResumeState
 from prime_ci.sandbox import scrubbed_env
 from prime_ci.session import SessionLog, entry_id
+from prime_ci.setup_phase import SetupOutcome, failure_detail
 from prime_ci.untrusted import fence
 from prime_ci.worktree import GitError
 
@@ -58,6 +60,8 @@ class Run:
     cells: list[dict[str, Any]] = field(default_factory=list)
     notebook: NotebookWriter | None = None
     marker: str = field(default_factory=lambda: entry_id() + entry_id())
+    gate_env: dict[str, str] = field(default_factory=dict)
+    setup: list[SetupOutcome] = field(default_factory=list)
 
     async def execute(self) -> dict[str, Any]:
         cfg, wt = self.prep.cfg, self.prep.worktree
@@ -69,10 +73,8 @@ class Run:
             self.log = SessionLog.open_for_append(self.prep.out / "session.jsonl", salvage=self.salvage)
             _restore_budget(self.budget, self.resume)
         harness = self.prep.harness
-        extra = {"PRIME_CI_BRIDGE": str(self.bridge.path), RUN_MARKER: self.marker}
-        if paths := harness.pythonpath():
-            extra["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [os.environ.get("PYTHONPATH")])])
-        env = scrubbed_env(wt.root / "home", cfg.pass_env, extra)
+        env = scrubbed_env(wt.root / "home", cfg.pass_env, project_vars(self.prep, {
+            "PRIME_CI_BRIDGE": str(self.bridge.path), RUN_MARKER: self.marker}))
         gate_env = {k: v for k, v in env.items() if k != "PRIME_CI_BRIDGE"}
         sandbox = self.prep.sandbox
         if sandbox is not None:
@@ -80,9 +82,10 @@ class Run:
                 (wt.root / d).mkdir(exist_ok=True)
             sandbox.writable = [str(p) for p in (wt.path, wt.root / "home", wt.root / "kernel",
                                                  self.bridge.path.parent)]
-            sandbox.readonly = [str(wt.git_dir), *harness.pythonpath()]
+            sandbox.readonly = [str(wt.git_dir), *harness.pythonpath(), *self.prep.reach]
             if harness.store is not None:
                 sandbox.readonly.append(str(harness.store.root))
+        self.gate_env = gate_env
         self.judge = Judge(self.prep.gates, wt, gate_env, self.prep.out / "gates", self.log,
                            cfg.max_gate_retries, exclude=[".prime-ci"],
                            launcher=sandbox.wrap([]) if sandbox else [])
@@ -128,6 +131,7 @@ class Run:
             self.log.custom("prime_ci.run", {
                 "run_id": self.prep.run_id, "task": cfg.task_text(), "base_commit": wt.base_commit,
                 "budgets": self.budget.limits_dict(), "gates": [g.model_dump() for g in self.prep.gates],
+                "setup": [s.model_dump() for s in self.prep.setup], "project": self.prep.project.to_json(),
                 "config": cfg.model_dump(mode="json"),
                 "worktree": {"path": str(wt.path), "git_dir": str(wt.git_dir), "root": str(wt.root),
                              "source": wt.source}, "marker": self.marker})
@@ -141,6 +145,8 @@ class Run:
                              cfg.max_depth, cfg.max_children, cfg.max_turns, cfg.cell_timeout, self.say,
                              sandbox=self.prep.sandbox, subagent=self.prep.harness.subagent)
         self._register()
+        if self.prep.setup and (failed := await self._setup()) is not None:
+            return failed
         started = time.monotonic()
         preload = PRELOAD + self.prep.harness.preload()
         self.kernel = Kernel(KernelConfig(cwd=wt.path, env=env, run_dir=wt.root, preload=preload,
@@ -157,7 +163,8 @@ class Run:
             window = await asyncio.to_thread(context_window, self.prep.model)
         agent.compactor = Compactor(self.prep.model, self.budget, self.log, window)
         self.agent = agent
-        agent.conversation.add({"role": "system", "content": base_prompt() + self.prep.harness.prompt_section()})
+        agent.conversation.add({"role": "system", "content": base_prompt() + environment_section(self.prep, self.setup)
+                                + self.prep.harness.prompt_section()})
         if self.resume is not None:
             await self._continue(agent, self.resume)
         else:
@@ -173,6 +180,17 @@ class Run:
         if cfg.refine and self.budget.wall_left() > 5:
             await self.prep.harness.refine(self.prep.model, self.log, None, self.say)
         return stop
+
+    async def _setup(self) -> Stop | None:
+        """The setup phase (before the kernel and any model call); a Stop when a command failed."""
+        done = self.resume.setup_done if self.resume is not None else False
+        if done:
+            return None
+        self.setup = await run_setup(self.prep, self.gate_env, self.say)
+        self.log.custom("prime_ci.setup", {"results": [o.to_dict() for o in self.setup]})
+        if self.setup and not self.setup[-1].passed:
+            return Stop("setup_failed", failure_detail(self.setup[-1]))
+        return None
 
     def _begin(self, agent: Agent) -> None:
         cfg = self.prep.cfg
@@ -348,6 +366,11 @@ class Run:
             "changed_files": changed,
             "flags": flags,
             "sandbox": self.prep.sandbox_status,
+            "python": str(self.prep.project.interp.executable),
+            "setup": [o.to_dict() for o in self.setup],
+            "rounds": self.judge.round_log,
+            "dirty": self.prep.worktree.dirty,
+            "snapshot_of": self.prep.worktree.snapshot_of,
             "out_dir": str(self.prep.out),
             "worktree": str(self.prep.worktree.path) if cfg.keep_worktree else None,
         }

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -24,20 +25,27 @@ from prime_ci.errors import SandboxUnavailable
 
 # Variables that carry no secrets and that tools commonly need.
 SAFE_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "SHELL", "USER", "LOGNAME", "PYTHONHASHSEED",
-            "CI", "GITHUB_ACTIONS", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH")
+            "CI", "GITHUB_ACTIONS", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "RUNNER_TEMP")
 # Host places that commonly hold credentials: hidden even though the rest of the host is readable.
 MASKED = ("/run/secrets", "/var/run/secrets")
+NO_COLOR_ENV = {"NO_COLOR": "1", "TERM": "dumb", "PY_COLORS": "0", "FORCE_COLOR": "0", "CLICOLOR": "0"}
+_SYSTEM = ("/proc", "/sys", "/dev")
 PR_SET_DUMPABLE = 4
 
 
 def scrubbed_env(home: Path, pass_env: list[str] | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """An allowlisted environment: provider keys and tokens never pass unless named in ``pass_env``."""
+    """An allowlisted environment: provider keys and tokens never pass unless named in ``pass_env``.
+
+    Colour is off by default (the model and the logs get plain text); ``--pass-env`` of one of those names, or
+    a gate's own ``env``, turns it back on. ``PATH`` is the job's, as found (``extra`` puts the project's
+    environment first): never prime-ci's own interpreter directory.
+    """
     env = {k: os.environ[k] for k in SAFE_ENV if k in os.environ}
+    env.update(NO_COLOR_ENV)
     for name in pass_env or []:
         if name in os.environ:
             env[name] = os.environ[name]
-    # The interpreter running prime-ci (and so the kernel) comes first, so `python` in gates matches it.
-    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])
+    env.setdefault("PATH", os.defpath)
     home.mkdir(parents=True, exist_ok=True)
     env.update(
         HOME=str(home),
@@ -83,12 +91,13 @@ class Sandbox:
     bwrap: str
     writable: list[str] = field(default_factory=list)
     readonly: list[str] = field(default_factory=list)
+    network: bool = False  # only for trusted setup commands
 
     def wrap(self, argv: list[str]) -> list[str]:
         home = os.path.expanduser("~")
-        args = [self.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-net", "--unshare-ipc",
-                "--unshare-uts", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--tmpfs", "/tmp"]
+        args = [self.bwrap, "--die-with-parent", "--unshare-pid", *([] if self.network else ["--unshare-net"]),
+                "--unshare-ipc", "--unshare-uts", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev",
+                "--proc", "/proc", "--tmpfs", "/tmp"]
         if home not in ("/", ""):
             args += ["--tmpfs", home]
         for masked in MASKED:
@@ -97,18 +106,40 @@ class Sandbox:
         # Real paths: bwrap cannot create a mount point through a symlink inside the private /tmp or home.
         for path in _interpreter_dirs():
             args += ["--ro-bind", path, path]
-        for path in _real(self.writable):
-            args += ["--bind", path, path]
-        for path in _real(self.readonly):
-            args += ["--ro-bind", path, path]
+        binds = [(p, "--ro-bind") for p in _real(self.readonly)] + [(p, "--bind") for p in _real(self.writable)]
+        # parents before children (a later bind must not hide an earlier one's child); at the same path the
+        # writable bind wins
+        for path, kind in sorted(binds, key=lambda b: (b[0], b[1] == "--bind")):
+            args += [kind, path, path]
         return [*args, "--", *argv]
 
     def to_json(self) -> dict[str, Any]:
-        return {"bwrap": self.bwrap, "writable": self.writable, "readonly": self.readonly}
+        return {"bwrap": self.bwrap, "writable": self.writable, "readonly": self.readonly, "network": self.network}
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> Sandbox | None:
-        return None if data is None else cls(data["bwrap"], list(data["writable"]), list(data["readonly"]))
+        if data is None:
+            return None
+        return cls(data["bwrap"], list(data["writable"]), list(data["readonly"]), bool(data.get("network")))
+
+
+def named_paths(commands: Iterable[str]) -> list[str]:
+    """Existing absolute paths that commands name (``/x/y`` or ``--opt=/x/y``): bound read-only into the
+    sandbox so that a gate reading a file the job prepared outside the worktree works as written."""
+    found: list[str] = []
+    for command in commands:
+        try:
+            words = shlex.split(command, comments=True)
+        except ValueError:
+            words = command.split()
+        for word in words:
+            candidate = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
+            if not candidate.startswith("/") or candidate == "/" or candidate.startswith(_SYSTEM):
+                continue
+            if candidate.startswith(MASKED) or not os.path.exists(candidate):
+                continue
+            found.append(candidate)
+    return found
 
 
 def _interpreter_dirs() -> list[str]:

@@ -37,6 +37,18 @@ class GateEntry(BaseModel):
     flaky: bool
 
 
+class RoundEntry(BaseModel):
+    """One gate run of a round: ``fast`` reruns only the previously failing tests, ``full`` every gate."""
+
+    model_config = ConfigDict(extra="allow")
+    round: int
+    kind: Literal["fast", "full"]
+    duration_s: float
+    passed: bool
+    gates: list[str]
+    tests: int | None = Field(default=None, description="fast runs: how many previously failing tests were rerun")
+
+
 class ChildEntry(BaseModel):
     model_config = ConfigDict(extra="allow")
     name: str
@@ -46,7 +58,8 @@ class ChildEntry(BaseModel):
 
 StopReason = Literal[
     "completed", "gates_failed", "max_turns", "max_tokens", "max_wall", "max_cost", "model_error",
-    "sandbox_unavailable", "persistence_error", "security_stop", "no_changes", "internal_error", "interrupted",
+    "sandbox_unavailable", "persistence_error", "security_stop", "no_changes", "setup_failed", "internal_error",
+    "interrupted",
 ]
 
 
@@ -66,6 +79,7 @@ class ResultModel(BaseModel):
     usage: UsageModel
     budgets: BudgetsModel
     gates: list[GateEntry]
+    rounds: list[RoundEntry] = Field(default_factory=list)
     children: list[ChildEntry]
     changed_files: list[str]
     flags: list[str]

@@ -9,6 +9,7 @@ host makes therefore runs with an explicit ``--git-dir`` that lives outside the 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -90,6 +91,8 @@ class Worktree:
     root: Path
     source: str
     excludes: list[str] = field(default_factory=list)
+    dirty: list[str] = field(default_factory=list)  # REPO's uncommitted paths when the run started
+    snapshot_of: str | None = None  # with --include-dirty: the commit the snapshot was taken on
 
     def git(self, args: Sequence[str], **kw: object) -> subprocess.CompletedProcess[bytes]:
         return git(args, git_dir=self.git_dir, work_tree=self.path, cwd=self.path, **kw)  # type: ignore[arg-type]
@@ -100,7 +103,11 @@ class Worktree:
         index.unlink(missing_ok=True)
         env = {"GIT_INDEX_FILE": str(index)}
         self.git(["read-tree", self.base_commit], env=env)
-        self.git(["add", "-A", "--", ".", *(f":(exclude){p}" for p in self.excludes)], env=env)
+        self.git(["add", "-A", "--", "."], env=env)
+        if self.excludes:
+            # reset to base rather than an exclude pathspec: `add` refuses to run when such a pathspec names
+            # an ignored path (a `.prime-ci/` in the project's .gitignore)
+            self.git(["reset", "-q", self.base_commit, "--", *self.excludes], env=env)
         return env
 
     def diff(self) -> tuple[str, list[str]]:
@@ -113,17 +120,30 @@ class Worktree:
         names = self.git(["diff", "--cached", "--name-only", "--no-renames", self.base_commit], env=env)
         return patch, [line for line in names.stdout.decode(errors="replace").splitlines() if line]
 
+    def ignore(self, paths: list[str]) -> None:
+        """Leave these worktree paths out of the diff and the fingerprint (the clone's own info/exclude)."""
+        exclude = self.git_dir / "info" / "exclude"
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        escaped = ["/" + re.sub(r"([\\*?\[\]!# ])", r"\\\1", p.rstrip("/")) for p in paths]
+        with exclude.open("a", encoding="utf-8", errors="surrogateescape") as handle:
+            handle.write("".join(f"{p}\n" for p in escaped))
+
+    def untracked(self) -> list[str]:
+        """Untracked, not ignored paths (a new directory as one entry)."""
+        out = self.git(["status", "--porcelain=v1", "-z", "--untracked-files=normal", "--no-renames"]).stdout
+        return [e[3:].decode(errors="surrogateescape") for e in out.split(b"\0") if e.startswith(b"?? ")]
+
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _is_url(repo: str) -> bool:
+def is_url(repo: str) -> bool:
     return "://" in repo or repo.startswith("git@") or repo.startswith("file:")
 
 
 def resolve_source(repo: str) -> str:
     """Validate REPO (a local path or a git URL) without touching it."""
-    if _is_url(repo):
+    if is_url(repo):
         return repo
     path = Path(repo).expanduser().resolve()
     if not path.exists():
@@ -134,9 +154,15 @@ def resolve_source(repo: str) -> str:
     return str(path)
 
 
-def create_worktree(repo: str, ref: str | None, *, parent: Path | None = None) -> Worktree:
-    """Clone REPO into a fresh temp dir; the original repository is only read."""
+def create_worktree(repo: str, ref: str | None, *, parent: Path | None = None, include_dirty: bool = False) -> Worktree:
+    """Clone REPO into a fresh temp dir; the original repository is only read.
+
+    REPO's uncommitted and untracked (not ignored) paths are listed in ``dirty`` (only when starting from its
+    HEAD); with ``include_dirty`` the worktree's base is a snapshot commit of REPO's working tree.
+    """
     source = resolve_source(repo)
+    if include_dirty and (ref is not None or is_url(source)):
+        raise ConfigError("--include-dirty: only for a local REPO at its HEAD (without --ref)")
     root = Path(tempfile.mkdtemp(prefix="prime-ci-wt-", dir=parent))
     git_dir = root / "git"
     path = root / "work"
@@ -145,7 +171,11 @@ def create_worktree(repo: str, ref: str | None, *, parent: Path | None = None) -
             ["clone", "--quiet", "--no-checkout", "--no-hardlinks", f"--separate-git-dir={git_dir}",
              "--", source, str(path)],
         )
-        base = _resolve_ref(git_dir, ref or "HEAD")
+        base = resolve_ref(git_dir, ref or "HEAD")
+        dirty = dirty_paths(Path(source)) if ref is None and not is_url(source) else []
+        snapshot_of = None
+        if include_dirty and dirty:
+            snapshot_of, base = base, _snapshot(git_dir, Path(source), base, root / "dirty.index")
         git(["checkout", "--quiet", "--detach", base], git_dir=git_dir, work_tree=path, cwd=path)
     except GitError as exc:
         shutil.rmtree(root, ignore_errors=True)
@@ -153,10 +183,33 @@ def create_worktree(repo: str, ref: str | None, *, parent: Path | None = None) -
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
-    return Worktree(path=path, git_dir=git_dir, base_commit=base, root=root, source=source)
+    return Worktree(path=path, git_dir=git_dir, base_commit=base, root=root, source=source, dirty=dirty,
+                    snapshot_of=snapshot_of)
 
 
-def _resolve_ref(git_dir: Path, ref: str) -> str:
+def dirty_paths(repo: Path) -> list[str]:
+    """REPO's uncommitted and untracked (not ignored) paths; read-only (no index refresh is written)."""
+    proc = git(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"], cwd=repo, check=False)
+    if proc.returncode != 0:
+        return []
+    return [item[3:].decode(errors="replace") for item in proc.stdout.split(b"\0") if len(item) > 3]
+
+
+def _snapshot(git_dir: Path, repo: Path, base: str, index: Path) -> str:
+    """A commit on ``base`` holding REPO's working tree (ignored files left out), written into the clone only."""
+    env = {"GIT_INDEX_FILE": str(index)}
+    exclude = repo / ".git" / "info" / "exclude"
+    extra = ["-c", f"core.excludesFile={exclude}"] if exclude.is_file() else []
+    git(["read-tree", base], git_dir=git_dir, env=env)
+    git([*extra, "add", "-A", "--", "."], git_dir=git_dir, work_tree=repo, cwd=repo, env=env)
+    tree = git_text(["write-tree"], git_dir=git_dir, env=env)
+    message = f"prime-ci: snapshot of the uncommitted changes in {repo} (--include-dirty)"
+    commit = git_text([*IDENTITY, "commit-tree", tree, "-p", base, "-m", message], git_dir=git_dir)
+    index.unlink(missing_ok=True)
+    return commit
+
+
+def resolve_ref(git_dir: Path, ref: str) -> str:
     for candidate in (ref, f"origin/{ref}"):
         proc = git(["rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}"], git_dir=git_dir, check=False)
         if proc.returncode == 0:

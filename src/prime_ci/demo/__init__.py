@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from importlib import resources
@@ -34,6 +35,9 @@ def demo_flags(out: Path | None) -> tuple[dict[str, Any], Callable[[], None]]:
         "gate": ["python -m pytest -q"],
         "max_wall": "5m",
         "max_turns": 12,
+        # the bundled project's interpreter is prime-ci's own (pytest is a dependency): the demo works from
+        # an environment that is not activated too
+        "python": sys.executable,
     }
     if out is not None:
         flags["out"] = out

@@ -61,6 +61,7 @@ class GateRun:
     timed_out: bool = False
     attempts: int = 1
     failures: list[dict[str, Any]] = field(default_factory=list)
+    kind: str = "full"  # "fast": a rerun of just the previously failing tests
 
     def __repr__(self) -> str:
         state = "passed" if self.passed else "FAILED"
@@ -240,3 +241,8 @@ def install(namespace: dict[str, Any]) -> None:
     """Define the API names in the kernel's user namespace."""
     namespace.update(gates=Gates(), goal=Goal(), rlm=Rlm(), agent_message=AgentMessage(), compact=Compact(),
                      history=History(), harness=Harness(), refine=Refine())
+    project_site = os.environ.get("PRIME_CI_PROJECT_SITE")
+    if project_site:  # the project's packages, after the kernel's own (same Python version only)
+        import site
+
+        site.addsitedir(project_site)

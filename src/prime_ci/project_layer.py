@@ -1,0 +1,82 @@
+"""Runs at start-up of every Python that uses a run's project environment (copied there as ``_prime_ci_layer``).
+
+Stdlib only, no prime-ci imports: it is executed by the project's interpreter, which need not have prime-ci.
+It adds the project interpreter's package directories after the environment's own (processing their ``.pth``
+files, so editable installs made in the job stay active) and then points everything that referred to the
+original checkout at the worktree: ``sys.path`` entries and setuptools' editable finders (``MAPPING`` and
+``NAMESPACES`` of the ``__editable___*_finder`` modules).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import site
+import sys
+
+CONFIG = "_prime_ci_layer.json"
+
+
+def _swap(path: str, src: str, dst: str) -> str:
+    if path == src or path.startswith(src + os.sep):
+        return dst + path[len(src):]
+    return path
+
+
+def redirect(src: str, dst: str) -> None:
+    """Rewrite every import location under ``src`` (the job's checkout) to the same place under ``dst``."""
+    sys.path[:] = [_swap(p, src, dst) if isinstance(p, str) else p for p in sys.path]
+    sys.path_importer_cache.clear()
+    for name, module in list(sys.modules.items()):
+        if not (name.startswith("__editable__") and name.endswith("_finder")):
+            continue
+        mapping = getattr(module, "MAPPING", None)
+        if isinstance(mapping, dict):
+            for key, value in list(mapping.items()):
+                if isinstance(value, str):
+                    mapping[key] = _swap(value, src, dst)
+        namespaces = getattr(module, "NAMESPACES", None)
+        if isinstance(namespaces, dict):
+            for key, value in list(namespaces.items()):
+                if isinstance(value, list):
+                    namespaces[key] = [_swap(v, src, dst) if isinstance(v, str) else v for v in value]
+
+
+def apply(config_dir: str) -> None:
+    with open(os.path.join(config_dir, CONFIG), encoding="utf-8") as handle:
+        config = json.load(handle)
+    known = set(sys.path)
+    for directory in config.get("sites", []):
+        if directory not in known and os.path.isdir(directory):
+            site.addsitedir(directory)
+    pair = config.get("redirect")
+    if pair:
+        redirect(pair[0], pair[1])
+        _redirected_pth_paths(config.get("sites", []), pair[0], pair[1])
+
+
+def _redirected_pth_paths(sites: list[str], src: str, dst: str) -> None:
+    """Path lines of ``.pth`` files that name the job's checkout: ``site`` skips a line whose directory does
+    not exist (the checkout is hidden in the sandbox), so add its worktree twin here."""
+    for directory in sites:
+        try:
+            names = sorted(n for n in os.listdir(directory) if n.endswith(".pth"))
+        except OSError:
+            continue
+        for name in names:
+            try:
+                with open(os.path.join(directory, name), encoding="utf-8") as handle:
+                    lines = handle.read().splitlines()
+            except (OSError, UnicodeDecodeError):
+                continue
+            for line in lines:
+                line = line.strip()
+                if not line or line.startswith(("#", "import ", "import\t")):
+                    continue
+                twin = _swap(os.path.normpath(os.path.join(directory, line)), src, dst)
+                if twin.startswith(dst) and twin not in sys.path and os.path.isdir(twin):
+                    sys.path.append(twin)
+
+
+if __name__ == "_prime_ci_layer":  # the copy in a project environment, imported by its .pth line
+    apply(os.path.dirname(os.path.abspath(__file__)))
