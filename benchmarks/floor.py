@@ -103,7 +103,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         def sync_call(messages: list[dict[str, Any]]) -> Any:
             return litellm.completion(messages=messages, **kw)
 
-    from prime_ci.kernel import Kernel, KernelConfig
+    from prime_ci.kernel.client import Kernel, KernelConfig
 
     with tempfile.TemporaryDirectory(prefix="prime-ci-bench-floor-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_CI_")}

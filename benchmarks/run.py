@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tree import MB, TreeSampler, become_subreaper, kill_tree, reap_leftovers
 
-from prime_ci.agent import TOOL
-from prime_ci.prompt import base_prompt
+from prime_ci.engine.agent import TOOL
+from prime_ci.engine.prompt import base_prompt
 from prime_ci.testing import RecordedRequest, ScriptedServer, contains, hang, ipython, reply
 
 HERE = Path(__file__).resolve().parent
@@ -141,7 +141,7 @@ def floor_worker(client: str, template: Path, sizes: list[int], iters: int, *, t
 def measure_floor(template: Path, sizes: list[int], iters: int) -> dict[str, Any]:
     bare_s, bare_rss = python_child("pass")
     import_s, import_rss = python_child("import litellm")
-    host_s, host_rss = python_child("import prime_ci.cli, prime_ci.run")
+    host_s, host_rss = python_child("import prime_ci.cli, prime_ci.engine.run")
     child_s, child_rss = python_child("import prime_ci.child")
     fig: dict[str, Any] = {
         "python_bare_s": bare_s, "python_bare_rss": bare_rss,
@@ -404,7 +404,7 @@ def resume_available() -> bool:
 
 def build_session(out: Path, repo: Path, entries: int = 10_000) -> Path:
     """A session.jsonl of `entries` records shaped like a real run: tool call, usage, tool result per turn."""
-    from prime_ci.session import SessionLog
+    from prime_ci.session.log import SessionLog
 
     base = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True)
     out.mkdir(parents=True)
@@ -431,7 +431,7 @@ def build_session(out: Path, repo: Path, entries: int = 10_000) -> Path:
 
 def time_session_read(path: Path) -> dict[str, float]:
     """What a resume must at least do: read and verify the log, and reopen it for appending."""
-    from prime_ci.session import SessionLog, read_session
+    from prime_ci.session.log import SessionLog, read_session
 
     t = time.monotonic()
     session = read_session(path)
@@ -462,7 +462,7 @@ def interrupted_run(bench: Bench, srv: ScriptedServer, repo: Path) -> Path:
 
 def pad_session(path: Path, entries: int) -> int:
     """Append complete turns (tool call, usage, tool result) until the log holds `entries` records."""
-    from prime_ci.session import SessionLog
+    from prime_ci.session.log import SessionLog
 
     lines = path.read_text().splitlines()
     usage = next((json.loads(line)["data"] for line in reversed(lines) if '"prime_ci.usage"' in line), {})
@@ -493,7 +493,7 @@ def measure_resume(bench: Bench, repo: Path, repeat: int) -> dict[str, Any]:
     """`prime-ci resume` of a 10,000-entry session: in-process state rebuild, and the CLI to its first request."""
     import importlib
 
-    from prime_ci.session import read_session
+    from prime_ci.session.log import read_session
 
     fig: dict[str, Any] = {}
     with ScriptedServer([ipython("pass"), hang(300)]) as srv:
@@ -587,7 +587,7 @@ def attempt(bench: Bench, what: str, fn: Callable[[], dict[str, Any]]) -> dict[s
 
 
 def run_all(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    from prime_ci.sandbox import bwrap_binary, probe
+    from prime_ci.isolation.sandbox import bwrap_binary, probe
 
     load_before = os.getloadavg()
     variants = [Variant.parse(v) for v in args.variants.split(",") if v]
@@ -785,7 +785,7 @@ def floor_rows(res: dict[str, Any]) -> list[tuple[str, str]]:
     rows.append(("raw floor tree peak RSS: process + kernel", f"{mb(f.get('floor_tree_rss'))} "
                  f"({mb(f.get('floor_process_rss'))} + {mb(f.get('floor_kernel_rss'))})"))
     rows.append(("litellm floor process tree peak RSS (process + kernel)", mb(f.get("litellm_worker_tree_rss"))))
-    rows.append(("prime-ci's own imports, not floor: `import prime_ci.cli, prime_ci.run` / `import prime_ci.child` "
+    rows.append(("prime-ci's own imports, not floor: `import prime_ci.cli, prime_ci.engine.run` / `import prime_ci.child` "
                  "(minus bare python; peak RSS)",
                  f"{ms(f.get('host_import_s'))} ({mb(f.get('host_import_rss'))}) / {ms(f.get('child_import_s'))} "
                  f"({mb(f.get('child_import_rss'))})"))

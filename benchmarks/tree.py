@@ -200,7 +200,7 @@ def reap_leftovers(roles: dict[int, str] | None = None) -> tuple[list[str], list
 
 def become_subreaper() -> None:
     """Orphans of the measured runs re-parent to the benchmark, so it can find and kill them."""
-    from prime_ci.procs import enable_subreaper
+    from prime_ci.isolation.procs import enable_subreaper
 
     enable_subreaper()
 

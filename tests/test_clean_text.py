@@ -15,11 +15,11 @@ import pytest
 from rich.console import Console
 
 from conftest import PRIME_CI, make_repo, run_prime
-from prime_ci.kernel import CellOutput
-from prime_ci.session import SessionLog
-from prime_ci.show import render
+from prime_ci.isolation.untrusted import TerminalStream, clean_terminal_text
+from prime_ci.kernel.client import CellOutput
+from prime_ci.session.log import SessionLog
+from prime_ci.session.show import render
 from prime_ci.testing import ScriptedServer, ipython, reply
-from prime_ci.untrusted import TerminalStream, clean_terminal_text
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # anything a terminal acts on but \t and \n
 SGR = re.compile(r"\x1b\[[0-9;]*m")

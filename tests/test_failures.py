@@ -16,9 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from prime_ci.failures import MAX_FAILURES, scan_log_failures
-from prime_ci.gates import GateResult, GateSpec, feedback_message, load_gate_files, run_gate
-from prime_ci.junit import FAILURE_TEXT_LIMIT, JUnitFailure, github_annotations, parse_junit_failures, write_gates_junit
+from prime_ci.gates.failures import MAX_FAILURES, scan_log_failures
+from prime_ci.gates.junit import (
+    FAILURE_TEXT_LIMIT,
+    JUnitFailure,
+    github_annotations,
+    parse_junit_failures,
+    write_gates_junit,
+)
+from prime_ci.gates.runner import GateResult, GateSpec, feedback_message, load_gate_files, run_gate
 
 REPO = Path(__file__).resolve().parents[1]
 needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")

@@ -10,13 +10,13 @@ import jsonschema
 import pytest
 
 from conftest import BUGGY, Outcome, make_repo, run_prime
+from prime_ci.artifacts.schemas import schemas
 from prime_ci.errors import ConfigError
-from prime_ci.failures import scan_log_failures
-from prime_ci.fast_rerun import MAX_TESTS, derive_pytest_fast, failing_ids, plan_rerun, render, still_failing
-from prime_ci.gate_specs import GateSpec, load_gate_files
-from prime_ci.gates import GateResult
-from prime_ci.junit import JUnitFailure
-from prime_ci.schemas import schemas
+from prime_ci.gates.failures import scan_log_failures
+from prime_ci.gates.fast_rerun import MAX_TESTS, derive_pytest_fast, failing_ids, plan_rerun, render, still_failing
+from prime_ci.gates.junit import JUnitFailure
+from prime_ci.gates.runner import GateResult
+from prime_ci.gates.specs import GateSpec, load_gate_files
 from prime_ci.testing import ScriptedServer, ipython, reply
 
 SLOW_SECONDS = 4

@@ -19,7 +19,8 @@ import junitparser
 import pytest
 
 from prime_ci.errors import ConfigError
-from prime_ci.gates import (
+from prime_ci.gates.junit import github_annotations, parse_junit_failures, write_gates_junit
+from prime_ci.gates.runner import (
     GateResult,
     GateSpec,
     feedback_message,
@@ -30,9 +31,8 @@ from prime_ci.gates import (
     run_gates,
     workspace_fingerprint,
 )
-from prime_ci.junit import github_annotations, parse_junit_failures, write_gates_junit
-from prime_ci.procs import enable_subreaper
-from prime_ci.worktree import Worktree, create_worktree, git
+from prime_ci.isolation.procs import enable_subreaper
+from prime_ci.isolation.worktree import Worktree, create_worktree, git
 
 REPO = Path(__file__).resolve().parents[1]
 PY = shlex.quote(sys.executable)
@@ -443,7 +443,7 @@ def test_write_gates_junit_reads_back(tmp_path: Path, env: dict[str, str]) -> No
 
 
 def test_github_annotations() -> None:
-    from prime_ci.junit import JUnitFailure
+    from prime_ci.gates.junit import JUnitFailure
 
     located = _result(
         "tests",

@@ -10,9 +10,9 @@ import pytest
 
 from conftest import run_cli
 from prime_ci.errors import ConfigError, PersistenceError
-from prime_ci.frontmatter import parse_frontmatter, render_frontmatter
-from prime_ci.harness import Change, HarnessCorrupt, HarnessError, HarnessStore
-from prime_ci.harness_prompt import prompt_section, subagent_spec
+from prime_ci.harness.frontmatter import parse_frontmatter, render_frontmatter
+from prime_ci.harness.prompt import prompt_section, subagent_spec
+from prime_ci.harness.store import Change, HarnessCorrupt, HarnessError, HarnessStore
 
 CS_ID = re.compile(r"cs-[0-9a-f]{8}")
 

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import make_repo, repo_state
-from prime_ci.harness import HarnessError, HarnessStore
-from prime_ci.harness_branch import (
+from prime_ci.harness.branch import (
     branch_tip,
     commit_state,
     load_branch,
@@ -18,7 +17,8 @@ from prime_ci.harness_branch import (
     push,
     write_pr_body,
 )
-from prime_ci.worktree import GitError
+from prime_ci.harness.store import HarnessError, HarnessStore
+from prime_ci.isolation.worktree import GitError
 
 
 def git_out(repo: Path, *args: str) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from prime_ci.errors import KernelLost
-from prime_ci.kernel import Kernel, KernelConfig
+from prime_ci.kernel.client import Kernel, KernelConfig
 
 
 def _config(cwd: Path, run_dir: Path, **kw: object) -> KernelConfig:

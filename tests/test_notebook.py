@@ -12,9 +12,9 @@ from typing import Any
 import nbformat as _nbformat
 import pytest
 
-from prime_ci.kernel import CellResult, Kernel, KernelConfig
-from prime_ci.notebook import NotebookWriter
-from prime_ci.redact import register
+from prime_ci.artifacts.notebook import NotebookWriter
+from prime_ci.isolation.redact import register
+from prime_ci.kernel.client import CellResult, Kernel, KernelConfig
 
 nbformat: Any = _nbformat
 

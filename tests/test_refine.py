@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from conftest import run_cli
-from prime_ci.harness import HarnessStore
-from prime_ci.harness_prompt import prompt_section
-from prime_ci.model import make_model
-from prime_ci.refine import REFINE_TOOL, RefineOutcome, build_request, condense, refine, rejections
-from prime_ci.session import SessionLog, read_session
+from prime_ci.harness.prompt import prompt_section
+from prime_ci.harness.refine import REFINE_TOOL, RefineOutcome, build_request, condense, refine, rejections
+from prime_ci.harness.store import HarnessStore
+from prime_ci.model.routes import make_model
+from prime_ci.session.log import SessionLog, read_session
 from prime_ci.testing import ScriptedServer, reply, tool_call
 
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from conftest import PRIME_CI, run_cli
+from prime_ci.artifacts.multireport import aggregate
 from prime_ci.demo import demo_flags
 from prime_ci.errors import ConfigError
-from prime_ci.multireport import aggregate
 
 
 def demo_args(flags: dict[str, Any], out: Path, *extra: str) -> list[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIX, repo_state, run_prime
-from prime_ci.schemas import ResultModel, SessionEntry, SessionHeader
+from prime_ci.artifacts.schemas import ResultModel, SessionEntry, SessionHeader
 from prime_ci.testing import ScriptedServer, ipython, reply
 
 

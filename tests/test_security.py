@@ -12,7 +12,7 @@ from urllib.parse import quote
 import pytest
 
 from conftest import BUGGY, make_repo, run_prime
-from prime_ci.sandbox import bwrap_binary, probe
+from prime_ci.isolation.sandbox import bwrap_binary, probe
 from prime_ci.testing import ScriptedServer, contains, ipython, reply
 
 CANARIES = {

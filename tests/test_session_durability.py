@@ -24,13 +24,13 @@ from typing import Any
 import pytest
 
 from prime_ci.errors import LogCorruptError, PersistenceError
-from prime_ci.session import SALVAGE_TYPE, SessionLog, process_start_time, read_session, read_side_file
+from prime_ci.session.log import SALVAGE_TYPE, SessionLog, process_start_time, read_session, read_side_file
 
 WRITER = r"""
 import hashlib, os, random, sys
 from pathlib import Path
 from prime_ci.errors import PersistenceError
-from prime_ci.session import SessionLog
+from prime_ci.session.log import SessionLog
 
 path, report, seed, count, big = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 rng = random.Random(seed)
@@ -183,7 +183,7 @@ def test_d2_crash_during_tail_repair_is_idempotent(tmp_path: Path) -> None:
     path = tmp_path / "session.jsonl"
     lines = _make_log(path)
     path.write_bytes(b"".join(lines) + b'{"type":"custom","id":"0')
-    code = "import sys; from pathlib import Path; from prime_ci.session import SessionLog; " \
+    code = "import sys; from pathlib import Path; from prime_ci.session.log import SessionLog; " \
            "SessionLog.open_for_append(Path(sys.argv[1]))"  # fmt: skip
     proc = subprocess.run([sys.executable, "-c", code, str(path)], env=_env(PRIME_CI_CRASH_AT="after_side_save:1"))
     assert proc.returncode == 137
@@ -317,7 +317,7 @@ def test_d5_deleted_middle_line_is_a_gap(tmp_path: Path) -> None:
     assert read_session(path, strict=True).entries[-1]["data"]["gaps"] == [[4, 6]]
 
 
-OWNER = "import sys, time; from pathlib import Path; from prime_ci.session import SessionLog; " \
+OWNER = "import sys, time; from pathlib import Path; from prime_ci.session.log import SessionLog; " \
         "log = SessionLog.create(Path(sys.argv[1]), cwd='/'); log.custom('x', {}); print('ready', flush=True); " \
         "time.sleep(120)"  # fmt: skip
 

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from conftest import BUGGY, FIX, make_repo, run_cli, run_prime
-from prime_ci.schemas import ResultModel
+from prime_ci.artifacts.schemas import ResultModel
 from prime_ci.testing import ScriptedServer, ipython, reply
 
 GATES = Path(__file__).resolve().parents[1] / "gates"

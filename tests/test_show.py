@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import run_cli
-from prime_ci.session import SessionLog
+from prime_ci.session.log import SessionLog
 
 
 def test_show_renders_children_and_torn_tail(tmp_path: Path) -> None:

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from prime_ci.harness import HarnessStore
-from prime_ci.harness_prompt import prompt_section
-from prime_ci.kernel import Kernel, KernelConfig
-from prime_ci.sandbox import scrubbed_env
-from prime_ci.skills import BUILTIN_DIR, Skill, discover, index_text, kernel_preload, kernel_pythonpath
+from prime_ci.harness.prompt import prompt_section
+from prime_ci.harness.skills import BUILTIN_DIR, Skill, discover, index_text, kernel_preload, kernel_pythonpath
+from prime_ci.harness.store import HarnessStore
+from prime_ci.isolation.sandbox import scrubbed_env
+from prime_ci.kernel.client import Kernel, KernelConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 

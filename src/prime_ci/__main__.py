@@ -1,5 +1,5 @@
 from __future__ import annotations
 
-from prime_ci.cli import main
+from prime_ci.cli.commands import main
 
 main()

@@ -1,7 +1,7 @@
 """``python -m prime_ci.child SPEC``: the entry point of one rlm sub-agent process.
 
 It starts the child's kernel before importing anything heavy, so the kernel boots while this process loads
-the agent (``prime_ci.child_host``): when several children start at once, the two overlap instead of adding up.
+the agent (``prime_ci.children.host``): when several children start at once, the two overlap instead of adding up.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from prime_ci.kernel_launch import KernelConfig, launch
-from prime_ci.sandbox import Sandbox
+from prime_ci.isolation.sandbox import Sandbox
+from prime_ci.kernel.launch import KernelConfig, launch
 
 
 def main(spec_path: Path) -> int:
@@ -30,7 +30,7 @@ def main(spec_path: Path) -> int:
                           run_dir=scratch, snapshot_dir=scratch / "state", wrap=sandbox.wrap if sandbox else None)
     launched = launch(config, 1)
     try:
-        from prime_ci import child_host
+        from prime_ci.children import host as child_host
 
         return child_host.run(spec, spec_path.parent, config, launched, bridge_dir)
     except BaseException:

@@ -10,7 +10,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from prime_ci.worktree import IDENTITY, git
+from prime_ci.isolation.worktree import IDENTITY, git
 
 TASK = "The test suite of this repository fails. Find the bug in calc.py and fix it; keep the tests as they are."
 

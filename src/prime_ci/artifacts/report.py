@@ -1,0 +1,115 @@
+"""Run artifacts: result.json, summary.md, patch.diff, junit.xml (gate logs are written by the gates)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from prime_ci.durations import format_duration
+from prime_ci.errors import PersistenceError
+from prime_ci.isolation.redact import redact
+
+RESULT_VERSION = 1
+EXIT_CODES = {
+    "completed": 0, "gates_failed": 1, "max_turns": 3, "max_tokens": 3, "max_wall": 3, "max_cost": 3,
+    "model_error": 4, "sandbox_unavailable": 5, "persistence_error": 6, "security_stop": 7, "no_changes": 8,
+    "setup_failed": 9, "internal_error": 70,
+}
+
+
+def write_atomic(path: Path, data: str | bytes, *, sync: bool = True) -> None:
+    """temp file in the same directory -> fsync -> rename -> fsync the directory; errors are fatal.
+
+    ``sync=False`` skips both fsyncs (still atomic against a process crash) for derived, rewritable files."""
+    raw = redact(data).encode() if isinstance(data, str) else data
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(fd, view) :]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        if not sync:
+            return
+        dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError as exc:
+        raise PersistenceError(f"cannot write {path}: {exc.strerror}") from exc
+
+
+def write_json(path: Path, obj: Any) -> None:
+    write_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def dirty_note(paths: list[str], included: bool) -> str:
+    shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+    if included:
+        return f"REPO had uncommitted changes ({len(paths)} path(s): {shown}): included (--include-dirty)."
+    return (f"REPO has uncommitted changes ({len(paths)} path(s): {shown}) that this run does not see; "
+            "commit them or pass --include-dirty.")
+
+
+def summary_markdown(result: dict[str, Any]) -> str:
+    ok = result["success"]
+    icon = "✅" if ok else "❌"
+    lines = [
+        f"## {icon} prime-ci: `{result['stop_reason']}` (exit {result['exit_code']})",
+        "",
+    ]
+    if result.get("detail"):
+        lines += [f"> {result['detail']}", ""]
+    task = " ".join(str(result.get("task", "")).split())
+    lines += [f"**Task:** {task[:300]}{'…' if len(task) > 300 else ''}", "",
+              f"**Model:** `{result['model']}` · **Base:** `{str(result.get('base_commit'))[:12]}` · "
+              f"**Sandbox:** {result.get('sandbox', 'off')}", ""]
+    if result.get("dirty"):
+        lines += [dirty_note(result["dirty"], bool(result.get("snapshot_of"))), ""]
+    setup = result.get("setup") or []
+    if setup:
+        lines += ["### Setup", "", "| command | result | exit | time |", "|---|---|---|---|"]
+        for s in setup:
+            command = " ".join(str(s["command"]).split())[:120].replace("|", "\\|")
+            state = "✅ ok" if s["passed"] else ("⏱ timeout" if s.get("timed_out") else "❌ failed")
+            lines.append(f"| `{command}` | {state} | {s['exit_code']} | {s['duration_s']:.1f}s |")
+        lines.append("")
+    gates = result.get("gates") or []
+    if gates:
+        lines += ["### Gates", "", "| gate | result | exit | time | attempts |", "|---|---|---|---|---|"]
+        for g in gates:
+            state = "✅ pass" if g["passed"] else ("⏱ timeout" if g.get("timed_out") else "❌ fail")
+            if g.get("flaky"):
+                state += " (flaky)"
+            lines.append(f"| `{g['name']}` | {state} | {g['exit_code']} | {g['duration_s']:.1f}s | {g['attempts']} |")
+        lines.append("")
+    u, b = result["usage"], result["budgets"]
+    cost = "unknown" if u["cost_usd"] is None else f"${u['cost_usd']:.4f}"
+    cost_limit = f" / ${b['max_cost_usd']:.2f}" if b.get("max_cost_usd") else ""
+    lines += [
+        "### Budget", "", "| | used | limit |", "|---|---|---|",
+        f"| turns | {u['turns']} | {b['max_turns']} |",
+        f"| tokens | {u['total_tokens']:,} | {b['max_tokens']:,} |",
+        f"| wall clock | {format_duration(result['wall_s'])} | {format_duration(b['max_wall_s'])} |",
+        f"| cost | {cost}{cost_limit} | |", "",
+    ]
+    files = result.get("changed_files") or []
+    lines += [f"### Changed files ({len(files)})", ""]
+    lines += [f"- `{f}`" for f in files[:50]] or ["(none)"]
+    if len(files) > 50:
+        lines.append(f"- … and {len(files) - 50} more (see patch.diff)")
+    if result.get("children"):
+        lines += ["", "### Sub-agents", ""]
+        lines += [f"- `{c['name']}`: {c['status']}" for c in result["children"]]
+    if result.get("flags"):
+        lines += ["", "### Flags", ""] + [f"- {f}" for f in result["flags"]]
+    return "\n".join(lines) + "\n"

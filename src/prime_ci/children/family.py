@@ -1,0 +1,396 @@
+"""rlm children, root side: spawning, the family registry, message routing, model calls, reaping.
+
+Every child is a separate ``prime-ci child`` process with its own kernel and session log, but the root host
+spawns all of them (whatever their depth), routes all their messages and makes all their model calls. So
+one budget ledger covers the whole tree, no child ever holds a provider key or imports litellm, and one
+process can reap everything at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import secrets
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from prime_ci.engine.budget import Budget
+from prime_ci.isolation.sandbox import Sandbox
+from prime_ci.isolation.worktree import Worktree
+from prime_ci.kernel.bridge import Refused
+from prime_ci.model.routes import Model
+from prime_ci.session.log import SessionLog
+
+MAX_MESSAGE = 16_384
+MAX_PENDING = 20
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+Message = tuple[str, str, dict[str, Any]]
+
+
+@dataclass
+class Member:
+    id: str
+    name: str
+    parent: str | None
+    depth: int
+    model: str
+    session_dir: Path
+    token: str = ""
+    status: str = "running"  # running | idle | completed | error
+    proc: asyncio.subprocess.Process | None = None
+    kernel_pid: int | None = None
+    inbox: deque[Message] = field(default_factory=deque)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    waiting: bool = False
+    replied: bool = False
+    last_text: str = ""
+    stopping: bool = False
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    bucket: float = 3.0
+    bucket_at: float = field(default_factory=time.monotonic)
+    branch: str | None = None
+
+    def handle(self) -> dict[str, Any]:
+        return {"rlm_child_id": self.id, "name": self.name, "session_dir": str(self.session_dir), "model": self.model}
+
+
+@dataclass
+class Family:
+    """The registry of the root and all its descendants."""
+
+    root_log: SessionLog
+    out: Path
+    worktree: Worktree
+    budget: Budget
+    model: Model
+    make_model: Callable[[str], Model]
+    env: dict[str, str]
+    bridge_path: str
+    max_depth: int
+    max_children: int
+    child_turns: int
+    cell_timeout: float
+    say: Callable[[str], None]
+    sandbox: Sandbox | None = None
+    subagent: Callable[[str], tuple[str, str | None] | None] | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    monitors: list[asyncio.Task[None]] = field(default_factory=list)
+    models: dict[str, Model] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.members["root"] = Member("root", "root", None, 0, self.model.name, self.out)
+
+    @property
+    def root(self) -> Member:
+        return self.members["root"]
+
+    def sender(self, request: dict[str, Any]) -> Member:
+        child = request.pop("child", None)
+        token = request.pop("token", None)
+        if child is None:
+            return self.root
+        member = self.members.get(str(child))
+        if member is None or not secrets.compare_digest(member.token, str(token)):
+            raise Refused("unknown child")
+        return member
+
+    def children_of(self, member: Member) -> list[Member]:
+        return [m for m in self.members.values() if m.parent == member.id]
+
+    # -- spawning -------------------------------------------------------------------------------------
+    async def spawn(self, request: dict[str, Any]) -> dict[str, Any]:
+        parent = self.sender(request)
+        task, name, model_name = str(request["task"]), request.get("name"), request.get("model")
+        if parent.depth >= self.max_depth:
+            raise Refused(f"rlm depth limit: an agent at depth {parent.depth} may not spawn (--max-depth "
+                          f"{self.max_depth})")
+        child_id = f"sub-{secrets.token_hex(4)}"
+        name = str(name) if name is not None else f"{_slug(task)}-{child_id[4:8]}"
+        if not NAME.match(name) or name in ("all", "root", "parent"):
+            raise Refused(f"rlm name {name!r} is not allowed (letters, digits, . _ -; at most 64)")
+        if any(m.name == name for m in self.children_of(parent)):
+            raise Refused(f"rlm name {name!r} is already used by a sibling")
+        alive = [m for m in self.children_of(parent) if m.status in ("running", "idle")]
+        if len(alive) >= self.max_children:
+            raise Refused(f"rlm fan-out limit: {len(alive)} children alive (--max-children {self.max_children})")
+        role = self.subagent(name) if self.subagent is not None else None
+        model = self._model_for(model_name if model_name is not None or role is None else role[1])
+        session_dir = self.out / "children" / (name if not (self.out / "children" / name).exists() else child_id)
+        session_dir.mkdir(parents=True)
+        member = Member(child_id, name, parent.id, parent.depth + 1, model.name, session_dir,
+                        token=secrets.token_hex(16))
+        cwd = self.worktree.path
+        if request.get("worktree") == "isolated":
+            cwd, member.branch = await asyncio.to_thread(self._isolated_worktree, name, child_id)
+        parent_session = self.root_log.path if parent.id == "root" else parent.session_dir / "session.jsonl"
+        spec = {"id": child_id, "name": name, "task": task, "depth": member.depth, "model": model.name,
+                "cwd": str(cwd), "root_bridge": self.bridge_path, "token": member.token,
+                "parent_session": str(parent_session), "max_turns": self.child_turns,
+                "cell_timeout": self.cell_timeout, "branch": member.branch,
+                "scratch": str(self.worktree.root / "child-runs" / child_id),
+                "sandbox": self.sandbox.to_json() if self.sandbox else None, "role": role[0] if role else None}
+        (session_dir / "spec.json").write_text(json.dumps(spec))
+        log = open(session_dir / "child.log", "ab")  # noqa: SIM115 - inherited by the child process
+        try:
+            member.proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "prime_ci.child", str(session_dir / "spec.json"),
+                env=self.env, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+            )
+        finally:
+            log.close()
+        self.members[child_id] = member
+        self.monitors.append(asyncio.create_task(self._monitor(member)))
+        self.root_log.custom("prime_ci.child", {"event": "spawned", **member.handle(), "parent": parent.id,
+                                                "depth": member.depth, "branch": member.branch})
+        self.say(f"spawned child {name} ({child_id}) at depth {member.depth}")
+        return member.handle()
+
+    def _model_for(self, name: Any) -> Model:
+        if name is None or name == self.model.name:
+            return self.model
+        if str(name) not in self.models:
+            try:
+                self.models[str(name)] = self.make_model(str(name))
+            except Exception as exc:  # noqa: BLE001 - any model-construction error is the cell's to see
+                raise Refused(f"rlm model {name!r}: {exc}") from None
+        return self.models[str(name)]
+
+    def _isolated_worktree(self, name: str, child_id: str) -> tuple[Path, str]:
+        branch = f"rlm/{name}"
+        path = self.worktree.root / "children" / child_id
+        base = self.worktree.git(["rev-parse", "HEAD"]).stdout.decode().strip()
+        self.worktree.git(["worktree", "add", "--quiet", "-b", branch, str(path), base])
+        return path, branch
+
+    async def _monitor(self, member: Member) -> None:
+        assert member.proc is not None
+        code = await member.proc.wait()
+        self._kill_kernel(member)
+        if member.stopping or member.status == "completed":
+            member.status = "completed"
+            return
+        member.status = "error"
+        why = f"exited with code {code}" if code >= 0 else f"killed by signal {-code}"
+        self.root_log.custom("prime_ci.child", {"event": "failed", "id": member.id, "name": member.name, "why": why})
+        self.say(f"child {member.name} failed: {why}")
+        details = {"kind": "failure", "childId": member.id, "sessionName": member.name, "error": why}
+        text = f"RLM child {member.name} ({member.id}) failed: {why}."
+        self._notify_parent(member, "rlm_child_failure", text, details)
+
+    # -- events from child hosts ----------------------------------------------------------------------
+    async def event(self, request: dict[str, Any]) -> Any:
+        member = self.sender(request)
+        kind = request.get("kind")
+        if kind == "kernel":
+            member.kernel_pid = int(request["pid"])
+        elif kind == "turn_done":
+            member.status = "idle"
+            member.last_text = str(request.get("last_text") or "")
+            if not member.replied:
+                preview = " ".join(member.last_text.split())
+                preview = preview[:157] + "..." if len(preview) > 160 else preview
+                self._notify_parent(
+                    member, "rlm_child_terminal_notice",
+                    f"RLM child {member.name} ({member.id}) completed without sending a reply. "
+                    f"Last assistant text: {preview or '(none)'}",
+                    {"kind": "completed_without_reply", "childId": member.id, "sessionName": member.name,
+                     "lastAssistantTextPreview": preview},
+                )
+            member.replied = False
+        elif kind == "stopped":
+            member.status = "completed"
+            member.stopping = True
+        return {"ok": True}
+
+    def _notify_parent(self, member: Member, custom_type: str, text: str, details: dict[str, Any]) -> None:
+        parent = self.members.get(member.parent or "")
+        if parent is not None and parent.status != "error":
+            self._enqueue(parent, (custom_type, text, details))
+
+    # -- model calls for children ---------------------------------------------------------------------
+    async def model_call(self, request: dict[str, Any]) -> Any:
+        member = self.sender(request)
+        if reason := self.budget.exhausted(root=False):
+            return {"stop": reason}
+        messages = request["messages"]
+        reservation = self.budget.reserve(len(json.dumps(messages)) + len(json.dumps(request["tools"])))
+        if reservation is None:
+            return {"stop": "max_tokens"}
+        try:
+            reply = await self._model_for(member.model).complete(
+                messages, request["tools"], max_tokens=min(reservation[0], int(request["max_tokens"])),
+                timeout=max(1.0, min(600.0, self.budget.wall_left())),
+            )
+        finally:
+            self.budget.release(reservation[1])
+        self.budget.charge(reply.usage.prompt_tokens, reply.usage.completion_tokens, reply.cost_usd, root=False)
+        member.calls += 1
+        member.prompt_tokens += reply.usage.prompt_tokens
+        member.completion_tokens += reply.usage.completion_tokens
+        usage = {"input": reply.usage.prompt_tokens, "output": reply.usage.completion_tokens,
+                 "totalTokens": reply.usage.total_tokens, "cost": {"total": reply.cost_usd or 0.0}}
+        aggregate = {"input": self.budget.prompt_tokens, "output": self.budget.completion_tokens,
+                     "totalTokens": self.budget.total_tokens}
+        self.root_log.append("child_usage_attributed", targetId=self.root_log.last_id, childUsage=usage,
+                             aggregateUsage=aggregate, origin="spawn_task", childId=member.id,
+                             childName=member.name)
+        return {"text": reply.text, "finish_reason": reply.finish_reason, "model": reply.model,
+                "cost_usd": reply.cost_usd, "attempts": reply.attempts,
+                "usage": {"prompt_tokens": reply.usage.prompt_tokens,
+                          "completion_tokens": reply.usage.completion_tokens},
+                "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
+                               for c in reply.tool_calls]}
+
+    # -- messages ---------------------------------------------------------------------------------------
+    async def send(self, request: dict[str, Any]) -> Any:
+        sender = self.sender(request)
+        text, role, target_name = request.get("text"), request.get("receiver_role"), request.get("receiver_name")
+        if not isinstance(text, str) or not text.strip():
+            raise Refused("agent_message: the message must be a non-empty string")
+        if len(text) > MAX_MESSAGE:
+            raise Refused(f"agent_message: {len(text)} characters is over the limit of {MAX_MESSAGE}")
+        target, relation = self._resolve(sender, role, target_name)
+        now = time.monotonic()
+        sender.bucket = min(3.0, sender.bucket + (now - sender.bucket_at))
+        sender.bucket_at = now
+        if sender.bucket < 1.0:
+            raise Refused("agent_message: rate limit (3 messages, then 1 per second)")
+        if len(target.inbox) >= MAX_PENDING:
+            raise Refused(f"agent_message: {target.name} already has {MAX_PENDING} pending messages")
+        sender.bucket -= 1.0
+        msg_id = f"agentmsg_{secrets.token_hex(8)}"
+        delivered = target.waiting
+        body = f"[from {relation}:{sender.name}]\n{text}" if relation != "parent" else f"[from parent]\n{text}"
+        self._enqueue(target, ("agent_message", body, {"id": msg_id, "from": sender.id, "fromName": sender.name,
+                                                       "fromRelationship": relation, "target": target.id}))
+        if target.id == sender.parent:
+            sender.replied = True
+        stamp = datetime.now(UTC).isoformat()
+        return {"id": msg_id, "deliveryStatus": "delivered" if delivered else "queued",
+                "deliveredAt" if delivered else "queuedAt": stamp, "target": target.name}
+
+    def _resolve(self, sender: Member, role: Any, name: Any) -> tuple[Member, str]:
+        if role == "parent":
+            if name is not None:
+                raise Refused("agent_message: receiver_name must be omitted for the parent")
+            if sender.parent is None:
+                raise Refused("agent_message: the root agent has no parent")
+            return self.members[sender.parent], "child"
+        if role not in ("child", "sibling"):
+            raise Refused('agent_message: receiver_role must be "parent", "child" or "sibling"')
+        if not name:
+            raise Refused(f"agent_message: receiver_name is required for a {role}")
+        pool = self.children_of(sender) if role == "child" else [
+            m for m in self.members.values() if m.parent == sender.parent and m.id != sender.id and m.parent
+        ]
+        for member in pool:
+            if member.name == name or member.id == name:
+                if member.status in ("completed", "error"):
+                    raise Refused(f"agent_message: {member.name} has ended ({member.status})")
+                return member, "parent" if role == "child" else "sibling"
+        raise Refused(f"agent_message: no {role} named {name!r} (reach is limited to parent, siblings, children)")
+
+    def _enqueue(self, target: Member, message: Message) -> None:
+        target.inbox.append(message)
+        target.arrived.set()
+        if target.id != "root" and target.status == "idle":
+            target.status = "running"
+
+    def drain(self, member: Member) -> list[Message]:
+        items = list(member.inbox)
+        member.inbox.clear()
+        member.arrived.clear()
+        return items
+
+    async def inbox(self, request: dict[str, Any]) -> Any:
+        """Long poll from a child host: its pending messages, or ``stop`` when the run is ending."""
+        member = self.sender(request)
+        if not member.inbox and not member.stopping:
+            member.waiting = True
+            try:
+                with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+                    await asyncio.wait_for(member.arrived.wait(), float(request.get("wait", 0)))
+            finally:
+                member.waiting = False
+        if member.stopping:
+            return {"stop": True, "messages": []}
+        messages = self.drain(member)
+        if messages:
+            member.status = "running"
+        return {"messages": [list(m) for m in messages]}
+
+    async def wait_for_children(self, timeout: float) -> None:
+        """Root's join: until a message for the root arrives or no child is running."""
+        root = self.root
+        deadline = time.monotonic() + timeout
+        root.waiting = True
+        try:
+            while not root.inbox and any(m.status == "running" for m in self.members.values() if m.parent):
+                root.arrived.clear()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+                    await asyncio.wait_for(root.arrived.wait(), min(1.0, remaining))
+        finally:
+            root.waiting = False
+
+    def running(self) -> bool:
+        return any(m.status == "running" for m in self.members.values() if m.parent)
+
+    async def list_children(self, request: dict[str, Any]) -> Any:
+        sender = self.sender(request)
+        return [{**m.handle(), "status": m.status} for m in self.children_of(sender)]
+
+    # -- teardown -------------------------------------------------------------------------------------
+    async def stop_all(self, grace: float = 2.0) -> None:
+        live = [m for m in self.members.values() if m.proc is not None and m.proc.returncode is None]
+        for member in live:  # idle children are in a long poll: answering it with "stop" ends them cleanly
+            member.stopping = True
+            member.arrived.set()
+        for sig in (None, signal.SIGTERM):
+            if sig is not None:
+                for member in live:
+                    _signal_group(member.proc, sig)
+            with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*(m.proc.wait() for m in live if m.proc)), grace / 2)
+        for member in live:
+            _signal_group(member.proc, signal.SIGKILL)
+            self._kill_kernel(member)
+        for task in self.monitors:
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError, asyncio.TimeoutError):
+                await asyncio.wait_for(task, 2.0)
+
+    def _kill_kernel(self, member: Member) -> None:
+        if member.kernel_pid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(member.kernel_pid, signal.SIGKILL)
+
+    def summary(self) -> list[dict[str, Any]]:
+        return [{"name": m.name, "id": m.id, "status": m.status, "session": str(m.session_dir / "session.jsonl"),
+                 "depth": m.depth, "model": m.model, "model_calls": m.calls,
+                 "total_tokens": m.prompt_tokens + m.completion_tokens, "branch": m.branch}
+                for m in self.members.values() if m.parent]
+
+
+def _signal_group(proc: asyncio.subprocess.Process | None, sig: int) -> None:
+    if proc is not None and proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+
+
+def _slug(text: str) -> str:
+    words = re.findall(r"[a-z0-9]+", text.lower())[:3]
+    return "-".join(words)[:40] or "task"

@@ -1,0 +1,143 @@
+"""One rlm sub-agent process with its own kernel and session log (entered through ``prime_ci.child``).
+
+It holds no provider key and never imports litellm: its model calls, messages and spawns go to the root host
+over the root's bridge, where the shared budget is checked. Its own kernel talks to this process's bridge,
+which forwards the kernel API to the root with this child's identity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from prime_ci.engine.agent import Agent, Stop
+from prime_ci.engine.budget import Budget, Limits
+from prime_ci.engine.prompt import base_prompt, child_section
+from prime_ci.kernel import bridge
+from prime_ci.kernel.api import PRELOAD
+from prime_ci.kernel.client import Kernel
+from prime_ci.kernel.launch import KernelConfig, Launched
+from prime_ci.model.routes import ModelReply, ToolCall, Usage
+from prime_ci.session.log import SessionLog
+
+FORWARDED = ("rlm.spawn", "rlm.list", "agent_message.send")
+
+
+class ChildStop(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Host:
+    def __init__(self, spec: dict[str, Any], session_dir: Path, kernel: Kernel, bridge_dir: Path) -> None:
+        self.spec = spec
+        self.session_dir = session_dir
+        self.kernel = kernel
+        self.bridge_dir = bridge_dir
+        self.ident = {"child": spec["id"], "token": spec["token"]}
+        self.name = str(spec["model"])
+        self.queued: list[tuple[str, str, dict[str, Any]]] = []
+
+    async def root(self, op: str, **args: Any) -> Any:
+        return await bridge.request(self.spec["root_bridge"], op, **self.ident, **args)
+
+    async def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, max_tokens: int, timeout: float
+    ) -> ModelReply:
+        r = await self.root("child.model", messages=messages, tools=tools, max_tokens=max_tokens)
+        if "stop" in r:
+            raise ChildStop(str(r["stop"]))
+        calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in r["tool_calls"]]
+        usage = Usage(r["usage"]["prompt_tokens"], r["usage"]["completion_tokens"])
+        return ModelReply(r["text"], calls, usage, r["cost_usd"], r["finish_reason"], r["model"], r["attempts"])
+
+    def inbox(self) -> list[tuple[str, str, dict[str, Any]]]:
+        items, self.queued = self.queued, []
+        return items
+
+    async def turn_end(self) -> Stop | str:
+        await self.commit_branch()
+        await self.root("child.event", kind="turn_done", last_text=self.agent.last_text)
+        while True:
+            r = await self.root("child.inbox", wait=30)
+            if r.get("stop"):
+                return Stop("completed", "stopped by the root")
+            if r["messages"]:
+                self.queued.extend((m[0], m[1], m[2]) for m in r["messages"])
+                return ""
+
+    async def commit_branch(self) -> None:
+        """In an isolated worktree, commit the child's work to its branch so the parent can merge it."""
+        if not self.spec.get("branch"):
+            return
+        from prime_ci.isolation.worktree import IDENTITY, git
+
+        cwd = Path(self.spec["cwd"])
+        await asyncio.to_thread(git, ["add", "-A"], cwd=cwd)
+        status = await asyncio.to_thread(git, ["status", "--porcelain"], cwd=cwd)
+        if status.stdout.strip():
+            msg = f"rlm child {self.spec['name']}: work in progress"
+            await asyncio.to_thread(git, [*IDENTITY, "commit", "--quiet", "--no-verify", "-m", msg], cwd=cwd)
+
+    async def run(self) -> int:
+        spec = self.spec
+        session_dir = self.session_dir
+        log = SessionLog.create(session_dir / "session.jsonl", cwd=spec["cwd"], parent_session=spec["parent_session"],
+                                depth=spec["depth"])
+        own = bridge.Bridge(self.bridge_dir)
+        for op in FORWARDED:
+            own.register(op, self._forwarder(op))
+        own.register("goal.get", self._goal)
+        await own.start()
+        kernel = self.kernel
+        kernel.config.preload = PRELOAD
+        loop = asyncio.get_running_loop()
+        main = asyncio.current_task()
+        assert main is not None
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.add_signal_handler(sig, main.cancel)
+        stop = Stop("internal_error", "did not start")
+        try:
+            await self.root("child.event", kind="kernel", pid=kernel.pid)
+            await kernel.start()
+            budget = Budget(Limits(max_turns=int(spec["max_turns"])))
+            self.agent = Agent(self, kernel, budget, log, self.turn_end, float(spec["cell_timeout"]),
+                               inbox=self.inbox)
+            self.agent.conversation.add({"role": "system",
+                                         "content": base_prompt() + child_section(spec["name"], spec["depth"],
+                                                                                  spec.get("role"))})
+            self.agent.say("agent_message", f"[task from parent]\n\n{spec['task']}", {"id": f"spawn:{spec['id']}"})
+            stop = await self.agent.run()
+        except ChildStop as exc:
+            stop = Stop(exc.reason, "the shared budget ran out")
+        except asyncio.CancelledError:
+            stop = Stop("interrupted", "stopped by the root")
+        finally:
+            # the record first: the root gives a stopping child little time before it signals it
+            log.custom("prime_ci.stop", {"stop_reason": stop.reason, "exit_code": 0, "detail": stop.detail,
+                                         "litellm_loaded": "litellm" in sys.modules})
+            log.close()
+            kernel.kill()
+            await own.close()
+        if stop.reason != "interrupted":
+            await self.commit_branch()
+            await self.root("child.event", kind="turn_done", last_text=self.agent.last_text)
+            await self.root("child.event", kind="stopped", reason=stop.reason)
+        return 0
+
+    def _forwarder(self, op: str) -> bridge.Handler:
+        async def forward(req: dict[str, Any]) -> Any:
+            return await self.root(op, **req)
+
+        return forward
+
+    async def _goal(self, _: dict[str, Any]) -> Any:
+        return {"objective": self.spec["task"], "status": "active", "role": "child", "name": self.spec["name"]}
+
+
+def run(spec: dict[str, Any], session_dir: Path, config: KernelConfig, launched: Launched, bridge_dir: Path) -> int:
+    return asyncio.run(Host(spec, session_dir, Kernel(config, launched), bridge_dir).run())

@@ -1,0 +1,242 @@
+"""The agent loop: budget check -> model call -> one ipython cell -> bounded result -> ... -> gates."""
+
+from __future__ import annotations
+
+import gc
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from prime_ci.engine.budget import Budget
+from prime_ci.engine.compact import Compactor
+from prime_ci.isolation.untrusted import clean_terminal_text
+from prime_ci.kernel.client import CellResult
+from prime_ci.model.routes import Model, ModelReply, ToolCall
+from prime_ci.session.log import SessionLog
+
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "ipython",
+        "description": (
+            "Execute Python code in a persistent IPython kernel whose working directory is the repository. "
+            "Variables persist between calls. `!cmd` and `%%bash` cells run shell commands. Returns "
+            "stdout, stderr, the result and any traceback (long output is elided in the middle)."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {"code": {"type": "string", "description": "The code to execute."}},
+            "required": ["code"],
+        },
+    },
+}
+MAX_MALFORMED = 3
+
+
+@dataclass
+class Stop:
+    reason: str
+    detail: str = ""
+
+
+class Executor(Protocol):
+    async def execute(self, code: str, *, timeout: float) -> CellResult: ...
+
+    async def user_names(self) -> list[str]: ...
+
+
+class TurnEnd(Protocol):
+    """Decides what happens when the model ends its turn: None (done), or feedback to continue with."""
+
+    async def __call__(self) -> Stop | str: ...
+
+
+@dataclass
+class Conversation:
+    """The provider-format message list plus a running size, so nothing per turn walks the history.
+
+    ``ids`` holds the session entry id of each message; ``record`` keeps every message ever added, also
+    after a compaction replaced the older ones in ``messages`` (the kernel's ``history``).
+    """
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    ids: list[str | None] = field(default_factory=list)
+    record: list[dict[str, Any]] = field(default_factory=list)
+    chars: int = len(json.dumps([TOOL]))
+
+    def add(self, message: dict[str, Any], entry: str | None = None) -> None:
+        self.messages.append(message)
+        self.ids.append(entry)
+        self.record.append(message)
+        self.chars += len(json.dumps(message, ensure_ascii=False))
+
+    def replace(self, messages: list[dict[str, Any]], ids: list[str | None]) -> None:
+        self.messages, self.ids = messages, ids
+        self.chars = len(json.dumps([TOOL])) + sum(len(json.dumps(m, ensure_ascii=False)) for m in messages)
+
+
+@dataclass
+class Agent:
+    model: Model
+    kernel: Executor
+    budget: Budget
+    log: SessionLog
+    turn_end: TurnEnd
+    cell_timeout: float
+    conversation: Conversation = field(default_factory=Conversation)
+    on_cell: Callable[[str, CellResult], Awaitable[None]] | None = None
+    progress: Callable[[str], None] | None = None
+    inbox: Callable[[], list[tuple[str, str, dict[str, Any]]]] | None = None
+    compactor: Compactor | None = None
+    compact_requested: bool = False
+    compact_focus: str | None = None
+    end_turn_requested: bool = False
+    last_text: str = ""
+    _malformed: int = 0
+
+    async def run(self) -> Stop:
+        # What exists now (imported modules, config, clients) lives as long as the run: out of the cyclic
+        # collector's way, its collections scan only what turns allocate (~1.2 ms less CPU a turn, measured).
+        gc.freeze()
+        while True:
+            if reason := self.budget.exhausted():
+                return Stop(reason)
+            self.before_call()
+            compactor = self.compactor
+            if compactor is not None and (self.compact_requested or compactor.needed(self.conversation.chars)):
+                await self._compact()
+            reservation = self.budget.reserve(self.conversation.chars)
+            if reservation is None:
+                return Stop("max_tokens", "not enough token budget left for another call")
+            self.log.commit()
+            try:
+                reply = await self.model.complete(
+                    self.conversation.messages, [TOOL], max_tokens=reservation[0], timeout=self.call_timeout()
+                )
+            finally:
+                self.budget.release(reservation[1])
+            self._record_reply(reply)
+            if reply.tool_calls:
+                if (stop := await self._run_tools(reply.tool_calls)) is not None:
+                    return stop
+                if not self.end_turn_requested:
+                    continue
+            self.end_turn_requested = False
+            outcome = await self.turn_end()
+            if isinstance(outcome, Stop):
+                return outcome
+            if outcome:
+                self.say("prime_ci.gate_feedback", outcome)
+
+    def before_call(self) -> None:
+        """Deliver queued messages (from children, parents, siblings) before the next model call."""
+        for custom_type, text, details in self.inbox() if self.inbox is not None else []:
+            self.say(custom_type, text, details)
+
+    async def _compact(self) -> None:
+        assert self.compactor is not None
+        focus, self.compact_requested, self.compact_focus = self.compact_focus, False, None
+        done = await self.compactor.compact(self.conversation.messages, self.conversation.ids, focus=focus,
+                                            kernel_names=self.kernel.user_names)
+        if done is not None:
+            self.conversation.replace(*done)
+            if self.progress is not None:
+                self.progress(f"compacted the context to ~{self.conversation.chars // 3} tokens")
+
+    def call_timeout(self) -> float:
+        return max(1.0, min(600.0, self.budget.wall_left()))
+
+    def say(self, custom_type: str, text: str, details: dict[str, Any] | None = None) -> None:
+        """A host message that enters the model's context as a user message."""
+        text = clean_terminal_text(text)
+        eid = self.log.custom_message(custom_type, text, details)
+        self.conversation.add({"role": "user", "content": text}, eid)
+
+    def _record_reply(self, reply: ModelReply) -> None:
+        self.budget.charge(
+            reply.usage.prompt_tokens, reply.usage.completion_tokens, reply.cost_usd, root=True
+        )
+        if reply.text:
+            self.last_text = reply.text
+        parts: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
+        parts += [{"type": "toolCall", "id": c.id, "name": c.name, "arguments": _args_for_log(c)}
+                  for c in reply.tool_calls]
+        usage = {"input": reply.usage.prompt_tokens, "output": reply.usage.completion_tokens,
+                 "cacheRead": 0, "cacheWrite": 0, "totalTokens": reply.usage.total_tokens,
+                 "cost": {"total": reply.cost_usd or 0.0}}
+        provider, _, model = reply.model.partition("/")
+        eid = self.log.message(
+            "assistant", parts, api="openai-completions", provider=provider, model=model or provider,
+            usage=usage, stopReason="toolUse" if reply.tool_calls else _stop_reason(reply.finish_reason),
+        )
+        self.log.custom("prime_ci.usage", {**self.budget.usage(), "attempts": reply.attempts})
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+        if reply.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in reply.tool_calls
+            ]
+        self.conversation.add(message, eid)
+
+    async def _run_tools(self, calls: list[ToolCall]) -> Stop | None:
+        first, extra = calls[0], calls[1:]
+        code, problem = _parse_call(first)
+        if code is None:
+            self._malformed += 1
+            self._tool_result(first, f"Error: {problem}", is_error=True)
+        else:
+            self._malformed = 0
+            result = await self.kernel.execute(code, timeout=min(self.cell_timeout, self.budget.wall_left()))
+            self._tool_result(first, result.text or "(no output)", is_error=not result.ok, cell=result)
+            if self.progress is not None:
+                lines = code.count("\n") + 1
+                self.progress(f"turn {self.budget.turns}: ipython ({lines} lines) -> {result.status}, "
+                              f"{result.chars} chars, {result.duration_s:.2f}s")
+            if self.on_cell is not None:
+                await self.on_cell(code, result)
+        for call in extra:
+            self._tool_result(call, "Error: only one tool call per turn is executed; this one was not run.",
+                              is_error=True)
+        for note in self.budget.warnings():
+            self.say("prime_ci.budget_note", note)
+        if self._malformed >= MAX_MALFORMED:
+            return Stop("model_error", f"{MAX_MALFORMED} malformed tool calls in a row")
+        return None
+
+    def _tool_result(self, call: ToolCall, text: str, *, is_error: bool, cell: CellResult | None = None) -> None:
+        details = None if cell is None else {
+            "status": cell.status, "chars": cell.chars, "duration_s": round(cell.duration_s, 3),
+            "restarted": cell.restarted,
+        }
+        eid = self.log.message(
+            "toolResult", [{"type": "text", "text": text}], toolCallId=call.id, toolName=call.name,
+            isError=is_error, **({"details": details} if details else {}),
+        )
+        self.conversation.add({"role": "tool", "tool_call_id": call.id, "content": text}, eid)
+
+
+def _parse_call(call: ToolCall) -> tuple[str | None, str]:
+    if call.name != "ipython":
+        return None, f"unknown tool {call.name!r}; the only tool is `ipython` with arguments {{\"code\": str}}"
+    try:
+        args = json.loads(call.arguments or "{}")
+    except ValueError as exc:
+        return None, f"arguments are not valid JSON ({exc}); expected {{\"code\": str}}"
+    if not isinstance(args, dict) or not isinstance(args.get("code"), str):
+        return None, 'arguments must be an object {"code": str}'
+    unknown = sorted(set(args) - {"code"})
+    if unknown:
+        return None, f"unknown argument(s) {unknown}; expected {{\"code\": str}}"
+    return args["code"], ""
+
+
+def _args_for_log(call: ToolCall) -> Any:
+    try:
+        return json.loads(call.arguments or "{}")
+    except ValueError:
+        return {"__raw__": call.arguments}
+
+
+def _stop_reason(finish: str) -> str:
+    return {"length": "length", "stop": "stop"}.get(finish, finish)

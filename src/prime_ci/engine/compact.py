@@ -1,0 +1,124 @@
+"""Compaction: when the context nears the model's window (or on ``compact.run()``), older turns are replaced by
+a structured summary. The system prompt and the task stay; recent turns stay verbatim; the cut never falls on a
+tool result (a tool result always keeps the assistant call it answers). The kernel keeps running, so its
+variables survive and the summary names them. The session log and ``history`` keep everything.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from prime_ci.engine.budget import Budget, estimate_tokens
+from prime_ci.model.routes import Model
+from prime_ci.session.log import SessionLog
+
+THRESHOLD = 0.8  # compact when the estimated prompt passes this share of the window
+KEEP = 0.25  # share of the window kept verbatim after a compaction
+TOOL_CLIP = 2000
+TRANSCRIPT_CHARS = 120_000
+SUMMARY_TOKENS = 2000
+
+INSTRUCTIONS = """You are compacting the working context of an autonomous coding agent. Summarize the \
+conversation below so the agent can continue without it. Use exactly these headings:
+
+## Goal
+## Constraints & Preferences
+## Progress
+### Done
+### In Progress
+### Blocked
+## Key Decisions
+## Next Steps
+## Critical Context
+
+Be concrete: file paths, function names, commands, error messages, test names, numbers. The agent's Python \
+kernel keeps running, so name the important variables it defined and what they hold. Answer with the summary \
+only."""
+
+
+def _serialize(messages: list[dict[str, Any]], limit: int) -> str:
+    parts: list[str] = []
+    for m in messages:
+        role = m["role"]
+        content = m.get("content") or ""
+        if role == "tool":
+            text = str(content)
+            parts.append("[Tool result]: " + (text if len(text) <= TOOL_CLIP else text[:TOOL_CLIP] + " …[clipped]"))
+            continue
+        if content:
+            parts.append(f"[{role.capitalize()}]: {content}")
+        for call in m.get("tool_calls") or []:
+            parts.append(f"[Assistant tool call]: {call['function']['arguments']}")
+    text = "\n\n".join(parts)
+    return text if len(text) <= limit else "[… earlier part omitted …]\n" + text[-limit:]
+
+
+@dataclass
+class Compactor:
+    model: Model
+    budget: Budget
+    log: SessionLog
+    window: int
+    threshold: float = THRESHOLD
+    keep: float = KEEP
+
+    def needed(self, chars: int) -> bool:
+        return estimate_tokens(chars) > self.threshold * self.window
+
+    def status(self, chars: int) -> dict[str, Any]:
+        tokens = estimate_tokens(chars)
+        return {"tokens": tokens, "context_window": self.window, "percent": round(100 * tokens / self.window, 1),
+                "threshold_percent": round(100 * self.threshold)}
+
+    def cut_index(self, messages: list[dict[str, Any]], start: int) -> int | None:
+        """First message kept verbatim: recent messages within the keep share, never a tool result."""
+        sizes = [len(json.dumps(m, ensure_ascii=False)) for m in messages]
+        # keep at most a quarter of the window, and at most a third of what there is (on-demand compaction)
+        budget_chars = min(int(self.keep * self.window * 3), sum(sizes[start:]) // 3)
+        used, cut = 0, len(messages)
+        for i in range(len(messages) - 1, start - 1, -1):
+            used += sizes[i]
+            if used > budget_chars:
+                break
+            cut = i
+        while cut < len(messages) and messages[cut]["role"] == "tool":
+            cut += 1
+        return cut if cut > start else None
+
+    async def compact(
+        self, messages: list[dict[str, Any]], ids: list[str | None], *, focus: str | None,
+        kernel_names: Callable[[], Awaitable[list[str]]], head: int = 2,
+    ) -> tuple[list[dict[str, Any]], list[str | None]] | None:
+        """Summarize messages[head:cut]; returns the new (messages, ids), or None when there is nothing to cut."""
+        cut = self.cut_index(messages, head)
+        if cut is None:
+            return None
+        prompt = INSTRUCTIONS + (f"\n\nFocus especially on: {focus}" if focus else "")
+        request = [{"role": "system", "content": prompt},
+                   {"role": "user", "content": _serialize(messages[head:cut], TRANSCRIPT_CHARS)}]
+        tokens_before = estimate_tokens(sum(len(json.dumps(m, ensure_ascii=False)) for m in messages))
+        reservation = self.budget.reserve(sum(len(m["content"]) for m in request))
+        if reservation is None:
+            return None
+        try:
+            reply = await self.model.complete(request, [], max_tokens=min(SUMMARY_TOKENS, reservation[0]),
+                                              timeout=max(1.0, min(600.0, self.budget.wall_left())))
+        finally:
+            self.budget.release(reservation[1])
+        self.budget.charge(reply.usage.prompt_tokens, reply.usage.completion_tokens, reply.cost_usd, root=False)
+        names = await kernel_names()
+        summary = reply.text.strip() or "(the summarizer returned nothing)"
+        reminder = ("\n\nThe Python kernel was not restarted: these variables are still defined: "
+                    + (", ".join(names[:200]) if names else "(none)"))
+        text = ("The conversation history before this point was compacted into the following summary:\n"
+                f"<summary>\n{summary}\n</summary>{reminder}")
+        first_kept = next((i for i in ids[cut:] if i), None)
+        details = {"focus": focus, "kernelNames": names[:200], "messagesSummarized": cut - head}
+        self.log.append("compaction", summary=summary, firstKeptEntryId=first_kept, tokensBefore=tokens_before,
+                        details=details)
+        eid = self.log.custom_message("compaction_summary", text)
+        return ([*messages[:head], {"role": "user", "content": text}, *messages[cut:]],
+                [*ids[:head], eid, *ids[cut:]])

@@ -1,0 +1,173 @@
+"""Everything validated before a run starts (or resumes): a ConfigError here means exit 2, nothing touched."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from prime_ci.engine import setup as setup_phase
+from prime_ci.engine.config import RunConfig, build_config, file_settings
+from prime_ci.engine.resume import ResumeState, plan
+from prime_ci.engine.setup import SetupSpec
+from prime_ci.errors import ConfigError
+from prime_ci.gates.runner import GateSpec, gates_from_commands, load_gate_files, load_gate_files_from_ref
+from prime_ci.harness.run import HarnessRun
+from prime_ci.isolation import projenv
+from prime_ci.isolation import sandbox as sandbox_mod
+from prime_ci.isolation.projenv import ProjectEnv
+from prime_ci.isolation.sandbox import Sandbox
+from prime_ci.isolation.worktree import Worktree, create_worktree, is_url, resolve_ref
+from prime_ci.model.routes import Model, make_model
+from prime_ci.session.log import entry_id
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + entry_id()[:6]
+
+
+@dataclass
+class Prepared:
+    """Everything validated before anything runs; a ConfigError before this point means exit 2."""
+
+    cfg: RunConfig
+    worktree: Worktree
+    gates: list[GateSpec]
+    model: Model
+    out: Path
+    run_id: str
+    harness: HarnessRun
+    project: ProjectEnv
+    setup: list[SetupSpec]
+    sandbox: Sandbox | None = None
+    sandbox_status: str = "off"
+    reach: list[str] = field(default_factory=list)  # extra read-only paths in the sandbox
+
+
+def prepare(flags: dict[str, Any]) -> Prepared:
+    """Clone, read repo settings, validate everything. Raises ConfigError (exit 2) with nothing left behind."""
+    run_id = new_run_id()
+    worktree = create_worktree(str(flags.get("repo", ".")), flags.get("ref"),
+                               include_dirty=bool(flags.get("include_dirty")))
+    try:
+        cfg = build_config(flags, file_settings(worktree.path))
+        gates = load_gates(cfg, worktree)
+        setup = load_setup(cfg, worktree)
+        project = project_env(cfg, worktree)
+        model = make_model(cfg.model or "", api_base=cfg.api_base)
+        out = (cfg.out or Path("prime-ci-out") / run_id).resolve()
+        if (out / "session.jsonl").exists():
+            raise ConfigError(f"--out: {out} already holds a run (use `prime-ci resume {out}`)")
+        harness = HarnessRun.load(harness=cfg.harness, branch=cfg.harness_branch, propose=cfg.propose, wt=worktree,
+                                  run_id=run_id, untrusted=cfg.untrusted_file is not None)
+        sandbox, status = sandbox_mod.resolve(cfg.sandbox, writable=[], readonly=[])
+    except BaseException:
+        worktree.remove()
+        raise
+    worktree.excludes = [".prime-ci"]
+    _report_dir(worktree)
+    reach = reach_paths(cfg, worktree, [g.command for g in gates] + [s.command for s in setup], project)
+    reach += reuse_node_modules(worktree)
+    return Prepared(cfg, worktree, gates, model, out, run_id, harness, project, setup, sandbox, status, reach)
+
+
+def _report_dir(wt: Worktree) -> None:
+    """``.prime-ci/`` in the worktree (left out of the diff and fingerprint): where presets write reports."""
+    target = wt.path / ".prime-ci"
+    if not target.is_symlink() and not target.exists():
+        target.mkdir()
+
+
+def reuse_node_modules(wt: Worktree) -> list[str]:
+    """REPO's installed ``node_modules`` (a job's `npm ci`), linked into a worktree that has none: the clone
+    cannot install without network in the sandbox. Left out of the diff; visible read-only in the sandbox."""
+    if is_url(wt.source):
+        return []
+    installed, link = Path(wt.source) / "node_modules", wt.path / "node_modules"
+    if not (wt.path / "package.json").is_file() or not installed.is_dir() or link.exists() or link.is_symlink():
+        return []
+    real = installed.resolve()
+    link.symlink_to(real, target_is_directory=True)
+    wt.ignore(["node_modules"])
+    # `file:` and workspace dependencies are symlinks to elsewhere in REPO: those targets must be visible too
+    entries = [e for e in real.iterdir() if not e.name.startswith("@")]
+    entries += [e for scope in real.glob("@*") if scope.is_dir() for e in scope.iterdir()]
+    targets = {str(e.resolve()) for e in entries if e.is_symlink() and e.exists()}
+    return [str(real), *sorted(t for t in targets if not Path(t).is_relative_to(real))]
+
+
+def project_env(cfg: RunConfig, wt: Worktree) -> ProjectEnv:
+    """The project's interpreter, and the run's environment layered on it (editable installs of REPO
+    redirected to the worktree)."""
+    local = None if is_url(wt.source) else Path(wt.source)
+    interp = projenv.probe(projenv.find_python(cfg.python, local))
+    redirect = (str(local), str(wt.path)) if local is not None else None
+    return projenv.create(wt.root / "env", interp, redirect)
+
+
+def load_setup(cfg: RunConfig, wt: Worktree) -> list[SetupSpec]:
+    """``--setup``, ``prime-ci.toml``'s ``setup`` and the gate files' ``[[setup]]`` (at --gates-from when given)."""
+    if cfg.gates_from:
+        texts = setup_phase.gate_file_texts([], wt.git_dir, resolve_ref(wt.git_dir, cfg.gates_from), cfg.gates_file)
+    else:
+        texts = setup_phase.gate_file_texts([_inside(wt.path, p) for p in cfg.gates_file])
+    return setup_phase.collect(cfg.setup, setup_phase.from_gate_texts(texts))
+
+
+def reach_paths(cfg: RunConfig, wt: Worktree, commands: list[str], project: ProjectEnv) -> list[str]:
+    """What the sandbox must show read-only besides the worktree: --sandbox-ro / sandbox.read, $RUNNER_TEMP,
+    files the gate and setup commands name by absolute path, and the project's interpreter."""
+    paths = [p if Path(p).is_absolute() else str(wt.path / p) for p in cfg.sandbox_ro]
+    for p in paths:
+        if not Path(p).exists():
+            raise ConfigError(f"--sandbox-ro: path not found: {p}")
+    if runner_temp := os.environ.get("RUNNER_TEMP"):
+        paths.append(runner_temp)
+    paths += sandbox_mod.named_paths(commands)
+    return [*paths, *project.readable()]
+
+
+def load_gates(cfg: RunConfig, wt: Worktree) -> list[GateSpec]:
+    specs = gates_from_commands(cfg.gate)
+    if cfg.gates_from:
+        specs += load_gate_files_from_ref(wt.git_dir, resolve_ref(wt.git_dir, cfg.gates_from), cfg.gates_file)
+    else:
+        specs += load_gate_files([_inside(wt.path, p) for p in cfg.gates_file])
+    names = [s.name for s in specs]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"duplicate gate name(s): {', '.join(dupes)}")
+    return specs
+
+
+def _inside(root: Path, name: str) -> Path:
+    path = Path(name)
+    if path.is_absolute():
+        return path
+    resolved = (root / path).resolve()
+    if not resolved.is_relative_to(root.resolve()):
+        raise ConfigError(f"--gates-file: {name} points outside the repository")
+    return resolved
+
+
+def prepare_resume(out: Path, *, salvage: bool) -> tuple[Prepared, ResumeState] | dict[str, Any]:
+    """A finished run's result (resume is idempotent), or what is needed to continue an interrupted one."""
+    p = plan(out.resolve(), salvage=salvage)
+    if p.finished is not None:
+        return p.finished
+    cfg = p.cfg
+    model = make_model(cfg.model or "", api_base=cfg.api_base)
+    harness = HarnessRun.load(harness=cfg.harness, branch=cfg.harness_branch, propose=cfg.propose, wt=p.worktree,
+                              run_id=p.run_id, untrusted=cfg.untrusted_file is not None, resume=True)
+    sandbox, status = sandbox_mod.resolve(cfg.sandbox, writable=[], readonly=[])
+    saved = p.info.get("project")
+    if saved is not None and (p.worktree.root / "env" / "pyvenv.cfg").is_file():
+        project = ProjectEnv.from_json(saved)
+    else:
+        project = project_env(cfg, p.worktree)
+    setup = [SetupSpec.model_validate(s) for s in p.info.get("setup", [])]
+    reach = reach_paths(cfg, p.worktree, [g.command for g in p.gates] + [s.command for s in setup], project)
+    return Prepared(cfg, p.worktree, p.gates, model, p.out, p.run_id, harness, project, setup, sandbox, status,
+                    reach), p.state

@@ -1,0 +1,164 @@
+"""``prime-ci resume OUT_DIR``: continue an interrupted run from its session log.
+
+The log is the source of truth: the settings and worktree come from the ``prime_ci.run`` record, the
+conversation from the message entries (compactions applied as they were), the budget from the last
+``prime_ci.usage`` record plus the wall time already spent, the gate-retry count from the ``prime_ci.gate``
+records. The kernel is started fresh and its last snapshot restored. A finished run is not run again:
+resume returns its recorded result (idempotent).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from prime_ci.engine.config import RunConfig
+from prime_ci.errors import ConfigError
+from prime_ci.gates.runner import GateSpec
+from prime_ci.isolation.procs import sweep
+from prime_ci.isolation.worktree import Worktree, create_worktree
+from prime_ci.session.log import SessionFile, read_session
+from prime_ci.session.read import parts_text
+
+
+@dataclass
+class ResumeState:
+    session: SessionFile
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    ids: list[str | None] = field(default_factory=list)
+    usage: dict[str, Any] = field(default_factory=dict)
+    wall_spent: float = 0.0
+    gate_rounds: int = 0
+    failed_rounds: int = 0
+    notes: list[str] = field(default_factory=list)
+    replayed_replies: int = 0
+    children: list[str] = field(default_factory=list)
+    setup_done: bool = False
+
+
+def _provider_message(msg: dict[str, Any]) -> dict[str, Any]:
+    role = msg["role"]
+    if role == "toolResult":
+        return {"role": "tool", "tool_call_id": msg.get("toolCallId", ""), "content": parts_text(msg["content"])}
+    if role == "assistant":
+        out: dict[str, Any] = {"role": "assistant", "content": parts_text(msg["content"]) or None}
+        calls = [p for p in msg["content"] if p.get("type") == "toolCall"]
+        if calls:
+            out["tool_calls"] = [{"id": p["id"], "type": "function", "function": {
+                "name": p["name"], "arguments": p["arguments"].get("__raw__") if "__raw__" in p.get("arguments", {})
+                else json.dumps(p["arguments"])}} for p in calls]
+        return out
+    return {"role": role, "content": parts_text(msg["content"])}
+
+
+def rebuild(session: SessionFile) -> ResumeState:
+    """The provider conversation (without the system prompt) and the counters, from the log entries."""
+    state = ResumeState(session)
+    messages: list[dict[str, Any]] = []
+    ids: list[str | None] = []
+    cut: int | None = None
+    for entry in session.entries:
+        kind = entry.get("type")
+        if kind == "message":
+            msg = entry["message"]
+            messages.append(_provider_message(msg))
+            ids.append(entry["id"])
+            state.replayed_replies += msg["role"] == "assistant"
+        elif kind == "custom_message":
+            if entry.get("customType") == "compaction_summary" and cut is not None:
+                keep = 1  # the compactor keeps the system prompt (not logged) and the task
+                summary = {"role": "user", "content": parts_text(entry["content"])}
+                messages = [*messages[:keep], summary, *messages[cut:]]
+                ids = [*ids[:keep], entry["id"], *ids[cut:]]
+                cut = None
+            else:
+                messages.append({"role": "user", "content": parts_text(entry["content"])})
+                ids.append(entry["id"])
+        elif kind == "compaction":
+            first = entry.get("firstKeptEntryId")
+            cut = ids.index(first) if first in ids else len(ids)
+        elif kind == "custom":
+            _count(state, entry.get("customType"), entry.get("data") or {})
+    pending = {c["id"] for m in messages[-1:] for c in m.get("tool_calls") or []}
+    for call_id in sorted(pending):
+        messages.append({"role": "tool", "tool_call_id": call_id,
+                         "content": "[the run was interrupted before this cell finished; its effects are unknown]"})
+        ids.append(None)
+    state.messages, state.ids = messages, ids
+    state.wall_spent = _wall_spent(session)
+    return state
+
+
+def _count(state: ResumeState, custom_type: Any, data: dict[str, Any]) -> None:
+    if custom_type == "prime_ci.usage":
+        state.usage = data
+    elif custom_type == "prime_ci.gate" and not data.get("on_demand"):
+        state.gate_rounds = max(state.gate_rounds, int(data.get("round", 0)))
+        if data.get("kind") == "fast":  # inconclusive unless tests still fail; a full run of the round follows
+            failed = bool(data.get("still_failing"))
+        else:
+            failed = data.get("skipped") or any(not r.get("passed") for r in data.get("results", []))
+        state.failed_rounds += bool(failed)
+    elif custom_type == "prime_ci.setup":
+        state.setup_done = all(r.get("passed") for r in data.get("results", []))
+    elif custom_type == "prime_ci.child" and data.get("event") == "spawned":
+        state.children.append(str(data.get("name")))
+
+
+def _wall_spent(session: SessionFile) -> float:
+    stamps = [session.header.get("timestamp")] + [e.get("timestamp") for e in session.entries[-1:]]
+    try:
+        first, last = (datetime.fromisoformat(str(s).replace("Z", "+00:00")) for s in stamps)
+    except ValueError:
+        return 0.0
+    return max(0.0, (last - first).total_seconds())
+
+
+@dataclass
+class ResumePlan:
+    out: Path
+    run_id: str
+    cfg: RunConfig
+    worktree: Worktree
+    gates: list[GateSpec]
+    state: ResumeState
+    finished: dict[str, Any] | None = None
+    info: dict[str, Any] = field(default_factory=dict)  # the run's prime_ci.run record
+
+
+def plan(out: Path, *, salvage: bool) -> ResumePlan:
+    """Read OUT_DIR; raise ConfigError (exit 2) or LogCorruptError (exit 6) when it cannot be resumed."""
+    path = out / "session.jsonl"
+    if not path.is_file():
+        raise ConfigError(f"resume: {path} not found")
+    session = read_session(path, strict=not salvage)
+    stop = session.last_custom("prime_ci.stop")
+    info = session.last_custom("prime_ci.run")
+    if info is None or "config" not in info:
+        raise ConfigError(f"resume: {path} has no prime_ci.run record: the run never started")
+    cfg = RunConfig.model_validate(info["config"])
+    if stop is not None:
+        result_path = out / "result.json"
+        finished = json.loads(result_path.read_text()) if result_path.is_file() else dict(stop)
+        return ResumePlan(out, info["run_id"], cfg, _dead_worktree(info), [], ResumeState(session), finished)
+    state = rebuild(session)
+    if info.get("marker") and (stray := sweep(f"PRIME_CI_RUN={info['marker']}".encode())):
+        state.notes.append(f"{stray} process(es) left over from the interrupted run were stopped.")
+    wt_info = info["worktree"]
+    wt = Worktree(Path(wt_info["path"]), Path(wt_info["git_dir"]), info["base_commit"], Path(wt_info["root"]),
+                  wt_info["source"], [".prime-ci"])
+    if not wt.path.is_dir() or not wt.git_dir.is_dir():
+        wt = create_worktree(wt_info["source"], info["base_commit"])
+        wt.excludes = [".prime-ci"]
+        state.notes.append("The worktree was lost with the interruption and was checked out again at the base "
+                           "commit: changes made before the interruption are gone and must be redone.")
+    gates = [GateSpec.model_validate(g) for g in info.get("gates", [])]
+    return ResumePlan(out, info["run_id"], cfg, wt, gates, state, info=info)
+
+
+def _dead_worktree(info: dict[str, Any]) -> Worktree:
+    w = info["worktree"]
+    return Worktree(Path(w["path"]), Path(w["git_dir"]), info["base_commit"], Path(w["root"]), w["source"])

@@ -1,0 +1,403 @@
+"""One run end to end: worktree -> kernel + model -> agent loop -> gates -> artifacts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from prime_ci.artifacts import report
+from prime_ci.artifacts.notebook import NotebookWriter
+from prime_ci.children.family import Family
+from prime_ci.engine.agent import Agent, Stop
+from prime_ci.engine.budget import Budget, Limits
+from prime_ci.engine.compact import Compactor
+from prime_ci.engine.environment import environment_section, project_vars, run_setup
+from prime_ci.engine.prepare import Prepared
+from prime_ci.engine.prompt import base_prompt
+from prime_ci.engine.resume import ResumeState
+from prime_ci.engine.setup import SetupOutcome, failure_detail
+from prime_ci.errors import KernelLost, ModelError, PersistenceError
+from prime_ci.gates import protect
+from prime_ci.gates.judge import Judge
+from prime_ci.gates.junit import github_annotations, write_gates_junit
+from prime_ci.harness.store import HarnessError
+from prime_ci.isolation import procs, redact
+from prime_ci.isolation.sandbox import scrubbed_env
+from prime_ci.isolation.untrusted import fence
+from prime_ci.isolation.worktree import GitError
+from prime_ci.kernel.api import PRELOAD
+from prime_ci.kernel.bridge import Bridge, Handler, Refused
+from prime_ci.kernel.client import CellResult, Kernel, KernelConfig, cell_text
+from prime_ci.model.routes import ReplayModel, context_window, make_model
+from prime_ci.session.log import SessionLog, entry_id
+
+RUN_MARKER = "PRIME_CI_RUN"
+SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 143}
+Say = Callable[[str], None]
+
+
+@dataclass
+class Run:
+    prep: Prepared
+    say: Say
+    budget: Budget = field(init=False)
+    log: SessionLog = field(init=False)
+    judge: Judge = field(init=False)
+    kernel: Kernel | None = None
+    bridge: Bridge = field(default_factory=Bridge)
+    family: Family | None = None
+    resume: ResumeState | None = None
+    salvage: bool = False
+    signal_code: int | None = None
+    stop: Stop = field(default_factory=lambda: Stop("internal_error", "the run did not start"))
+    goal_done: str | None = None
+    agent: Agent | None = None
+    cells: list[dict[str, Any]] = field(default_factory=list)
+    notebook: NotebookWriter | None = None
+    marker: str = field(default_factory=lambda: entry_id() + entry_id())
+    gate_env: dict[str, str] = field(default_factory=dict)
+    setup: list[SetupOutcome] = field(default_factory=list)
+
+    async def execute(self) -> dict[str, Any]:
+        cfg, wt = self.prep.cfg, self.prep.worktree
+        self.budget = Budget(Limits(cfg.max_turns, cfg.max_tokens, cfg.max_wall, cfg.max_cost))
+        self.prep.out.mkdir(parents=True, exist_ok=True)
+        if self.resume is None:
+            self.log = SessionLog.create(self.prep.out / "session.jsonl", cwd=str(wt.path))
+        else:
+            self.log = SessionLog.open_for_append(self.prep.out / "session.jsonl", salvage=self.salvage)
+            _restore_budget(self.budget, self.resume)
+        harness = self.prep.harness
+        env = scrubbed_env(wt.root / "home", cfg.pass_env, project_vars(self.prep, {
+            "PRIME_CI_BRIDGE": str(self.bridge.path), RUN_MARKER: self.marker}))
+        gate_env = {k: v for k, v in env.items() if k != "PRIME_CI_BRIDGE"}
+        sandbox = self.prep.sandbox
+        if sandbox is not None:
+            for d in ("kernel", "child-runs"):
+                (wt.root / d).mkdir(exist_ok=True)
+            sandbox.writable = [str(p) for p in (wt.path, wt.root / "home", wt.root / "kernel",
+                                                 self.bridge.path.parent)]
+            sandbox.readonly = [str(wt.git_dir), *harness.pythonpath(), *self.prep.reach]
+            if harness.store is not None:
+                sandbox.readonly.append(str(harness.store.root))
+        self.gate_env = gate_env
+        self.judge = Judge(self.prep.gates, wt, gate_env, self.prep.out / "gates", self.log,
+                           cfg.max_gate_retries, exclude=[".prime-ci"],
+                           launcher=sandbox.wrap([]) if sandbox else [])
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        for sig in SIGNAL_EXIT:
+            loop.add_signal_handler(sig, self._on_signal, sig, task)
+        try:
+            self.stop = await asyncio.wait_for(self._work(env), timeout=max(0.1, self.budget.wall_left()))
+        except TimeoutError:
+            self.stop = Stop("max_wall", f"wall clock limit {cfg.max_wall:.0f}s reached")
+        except asyncio.CancelledError:
+            if self.signal_code is None:
+                raise
+            self.stop = Stop("interrupted", f"received signal (exit {self.signal_code})")
+        except ModelError as exc:
+            self.stop = Stop("model_error", str(exc))
+        except PersistenceError as exc:
+            self.stop = Stop("persistence_error", str(exc))
+        except Exception as exc:  # noqa: BLE001 - any bug still ends with artifacts and exit 70
+            self.stop = Stop("internal_error", f"{type(exc).__name__}: {exc}")
+            self.say(traceback.format_exc())
+        finally:
+            for sig in SIGNAL_EXIT:
+                loop.remove_signal_handler(sig)
+        if self.bridge.failures and self.stop.reason == "completed":
+            self.stop = Stop("internal_error", f"bridge failure: {self.bridge.failures[0]!r}")
+        return await self._finish()
+
+    def _on_signal(self, sig: signal.Signals, task: asyncio.Task[Any]) -> None:
+        if self.signal_code is None:
+            self.signal_code = SIGNAL_EXIT[sig]
+            self.say(f"received {sig.name}: stopping")
+            task.cancel()
+
+    async def _work(self, env: dict[str, str]) -> Stop:
+        cfg, wt = self.prep.cfg, self.prep.worktree
+        if self.resume is None:
+            self.log.append("model_change", provider=self.prep.model.name.split("/")[0],
+                            modelId=self.prep.model.name)
+        if self.resume is None:
+            self.log.custom("prime_ci.run", {
+                "run_id": self.prep.run_id, "task": cfg.task_text(), "base_commit": wt.base_commit,
+                "budgets": self.budget.limits_dict(), "gates": [g.model_dump() for g in self.prep.gates],
+                "setup": [s.model_dump() for s in self.prep.setup], "project": self.prep.project.to_json(),
+                "config": cfg.model_dump(mode="json"),
+                "worktree": {"path": str(wt.path), "git_dir": str(wt.git_dir), "root": str(wt.root),
+                             "source": wt.source}, "marker": self.marker})
+        else:
+            self.log.custom("prime_ci.resume", {"entries_before": len(self.resume.session.entries),
+                                                "wall_spent_s": round(self.resume.wall_spent, 3)})
+        await self.bridge.start()
+        child_env = {k: v for k, v in env.items() if k != "PRIME_CI_BRIDGE"}
+        self.family = Family(self.log, self.prep.out, wt, self.budget, self.prep.model,
+                             lambda name: make_model(name, api_base=cfg.api_base), child_env, str(self.bridge.path),
+                             cfg.max_depth, cfg.max_children, cfg.max_turns, cfg.cell_timeout, self.say,
+                             sandbox=self.prep.sandbox, subagent=self.prep.harness.subagent)
+        self._register()
+        if self.prep.setup and (failed := await self._setup()) is not None:
+            return failed
+        started = time.monotonic()
+        preload = PRELOAD + self.prep.harness.preload()
+        self.kernel = Kernel(KernelConfig(cwd=wt.path, env=env, run_dir=wt.root, preload=preload,
+                                          snapshot_dir=wt.root / "kernel" / "state",
+                                          wrap=self.prep.sandbox.wrap if self.prep.sandbox else None))
+        await self.kernel.start()
+        self.say(f"kernel ready in {time.monotonic() - started:.1f}s (pid {self.kernel.pid})")
+        agent = Agent(self.prep.model, self.kernel, self.budget, self.log, self._turn_end, cfg.cell_timeout,
+                      progress=self.say, inbox=lambda: self.family.drain(self.family.root) if self.family else [],
+                      on_cell=self._on_cell,
+                      )
+        window = cfg.context_window
+        if window is None:
+            window = await asyncio.to_thread(context_window, self.prep.model)
+        agent.compactor = Compactor(self.prep.model, self.budget, self.log, window)
+        self.agent = agent
+        agent.conversation.add({"role": "system", "content": base_prompt() + environment_section(self.prep, self.setup)
+                                + self.prep.harness.prompt_section()})
+        if self.resume is not None:
+            await self._continue(agent, self.resume)
+        else:
+            self._begin(agent)
+        try:
+            stop = await agent.run()
+        except KernelLost as exc:
+            stop = Stop("gates_failed", f"kernel lost: {exc}")
+        if stop.reason in ("max_turns", "max_tokens", "max_cost", "gates_failed") and self.prep.gates:
+            await self.judge.final_round()
+            if self.judge.passed():
+                stop = Stop("completed", f"gates passed at the end ({stop.reason} reached)")
+        if cfg.refine and self.budget.wall_left() > 5:
+            await self.prep.harness.refine(self.prep.model, self.log, None, self.say)
+        return stop
+
+    async def _setup(self) -> Stop | None:
+        """The setup phase (before the kernel and any model call); a Stop when a command failed."""
+        done = self.resume.setup_done if self.resume is not None else False
+        if done:
+            return None
+        self.setup = await run_setup(self.prep, self.gate_env, self.say)
+        self.log.custom("prime_ci.setup", {"results": [o.to_dict() for o in self.setup]})
+        if self.setup and not self.setup[-1].passed:
+            return Stop("setup_failed", failure_detail(self.setup[-1]))
+        return None
+
+    def _begin(self, agent: Agent) -> None:
+        cfg = self.prep.cfg
+        agent.say("prime_ci.task", cfg.task_text())
+        if cfg.untrusted_file is not None:
+            self.log.custom("prime_ci.untrusted", {"file": cfg.untrusted_file.name})
+            text = cfg.untrusted_file.read_text(encoding="utf-8", errors="replace")
+            agent.say("prime_ci.untrusted", fence(text, f"--untrusted-file {cfg.untrusted_file.name}"))
+
+    async def _continue(self, agent: Agent, state: ResumeState) -> None:
+        """Resume: the logged conversation again (not re-logged), the kernel's snapshot, a note to the model."""
+        for message, eid in zip(state.messages, state.ids, strict=True):
+            agent.conversation.add(message, eid)
+        self.judge.rounds, self.judge.failed_rounds = state.gate_rounds, state.failed_rounds
+        if isinstance(self.prep.model, ReplayModel):
+            self.prep.model.position = state.replayed_replies
+        assert self.kernel is not None
+        restored = await self.kernel.restore()
+        lost = f" Sub-agents that were running were lost: {', '.join(state.children)}." if state.children else ""
+        agent.say("prime_ci.resumed", " ".join([
+            "[prime-ci] This run was interrupted and has been resumed. The Python kernel was restarted;",
+            f"{restored}.{lost}", *state.notes, "Check the state of the work, then continue the task."]))
+
+    async def _on_cell(self, code: str, result: CellResult) -> None:
+        self.cells.append({"code": code, "status": result.status, "output": cell_text(result.outputs)})
+        if self.notebook is None:
+            self.notebook = NotebookWriter(self.prep.out / "cells.ipynb", keep_existing=self.resume is not None)
+        self.notebook.add(code, result.outputs, len(self.cells))
+
+    async def _turn_end(self) -> Stop | str:
+        family = self.family
+        if family is not None and (family.running() or family.root.inbox):
+            self.say("waiting for running children before the gates")
+            await family.wait_for_children(self.budget.wall_left())
+            if family.root.inbox or family.running():
+                return ""  # continue: the messages are delivered before the next model call
+        harness = self.prep.harness
+        if harness.refine_requested:
+            harness.refine_requested = False
+            await harness.refine(self.prep.model, self.log, harness.refine_instructions, self.say)
+        outcome = await self.judge()
+        for r in self.judge.last if isinstance(outcome, str) or outcome.reason != "completed" else []:
+            self.say(f"gate {r.name}: {'pass' if r.passed else 'FAIL'} (exit {r.exit_code}, {r.duration_s:.1f}s)")
+        return outcome
+
+    def _register(self) -> None:
+        async def gates_last(_: dict[str, Any]) -> Any:
+            return self.judge.full_results()
+
+        async def gates_run(req: dict[str, Any]) -> Any:
+            name = req.get("name")
+            if name is not None and name not in {s.name for s in self.prep.gates}:
+                raise Refused(f"no gate named {name!r}")
+            await self.judge.run_round(only=name)
+            return self.judge.full_results()
+
+        async def goal_get(_: dict[str, Any]) -> Any:
+            return {"objective": self.prep.cfg.task_text(), "status": "complete" if self.goal_done else "active",
+                    "gates": [s.name for s in self.prep.gates], "usage": self.budget.usage(),
+                    "budgets": self.budget.limits_dict(), "wall_left_s": round(self.budget.wall_left(), 1)}
+
+        async def goal_complete(req: dict[str, Any]) -> Any:
+            self.goal_done = str(req.get("summary") or "")
+            self.log.custom("prime_ci.goal", {"status": "complete", "summary": self.goal_done})
+            if self.agent is not None:
+                self.agent.end_turn_requested = True  # the cell's turn ends here and the gates decide
+            return {"status": "complete", "note": "the turn ends after this cell; the gates decide success"}
+
+        async def compact_run(req: dict[str, Any]) -> Any:
+            assert self.agent is not None
+            self.agent.compact_requested, self.agent.compact_focus = True, req.get("focus")
+            return {"scheduled": True, "note": "the context is compacted before the next model call"}
+
+        async def compact_status(_: dict[str, Any]) -> Any:
+            assert self.agent is not None and self.agent.compactor is not None
+            return {**self.agent.compactor.status(self.agent.conversation.chars),
+                    "scheduled": self.agent.compact_requested}
+
+        async def history(_: dict[str, Any]) -> Any:
+            assert self.agent is not None
+            return {"messages": self.agent.conversation.record, "cells": self.cells}
+
+        assert self.family is not None
+        fam = self.family
+        handlers: dict[str, Handler] = {
+            "compact.run": compact_run, "compact.status": compact_status, "history": history,
+            "gates.last": gates_last, "gates.run": gates_run, "goal.get": goal_get, "goal.complete": goal_complete,
+            "rlm.spawn": fam.spawn, "rlm.list": fam.list_children, "agent_message.send": fam.send,
+            "child.model": fam.model_call, "child.inbox": fam.inbox, "child.event": fam.event,
+        }
+        handlers.update(self.prep.harness.handlers(self.log))
+        for op, fn in handlers.items():
+            self.bridge.register(op, fn)
+
+    async def _finish(self) -> dict[str, Any]:
+        cfg, wt, out = self.prep.cfg, self.prep.worktree, self.prep.out
+        if self.family is not None:
+            await self.family.stop_all()
+        if self.kernel is not None:
+            if self.stop.reason == "interrupted":
+                self.kernel.kill()
+            else:
+                await self.kernel.shutdown()
+        await self.bridge.close()
+        if leftovers := procs.sweep(f"{RUN_MARKER}={self.marker}".encode()):
+            self.say(f"killed {leftovers} leftover process(es) of this run")
+        flags: list[str] = []
+        try:
+            patch, changed = wt.diff()
+        except GitError as exc:
+            patch, changed = "", []
+            flags.append(f"diff unavailable: {exc}")
+        verdict = protect.check(wt, changed, cfg.gates_file, cfg.allow_protected)
+        flags += verdict.flags()
+        if redact.contains_secret(patch) and self.stop.reason != "interrupted":
+            self.stop = Stop("security_stop", "a registered secret (or an encoding of one) is in the patch")
+        elif verdict.protected and self.stop.reason != "interrupted":
+            self.stop = Stop("security_stop", "protected paths changed: " + ", ".join(verdict.protected[:10]))
+        elif self.stop.reason == "completed" and cfg.require_changes and not changed:
+            self.stop = Stop("no_changes", "--require-changes and the diff is empty")
+        exit_code = self.signal_code if self.stop.reason == "interrupted" else report.EXIT_CODES[self.stop.reason]
+        assert exit_code is not None
+        result = self._result(exit_code, changed, flags)
+        try:
+            report.write_atomic(out / "patch.diff", patch)
+            write_gates_junit(self.judge.last, out / "junit.xml")
+            report.write_json(out / "result.json", result)
+            if self.notebook is not None:
+                self.notebook.flush()
+            self.log.custom("prime_ci.stop", {"stop_reason": self.stop.reason, "exit_code": exit_code,
+                                              "detail": self.stop.detail})
+            self.log.close()
+            if scrubbed := redact.redact_tree(out):
+                self.say(f"masked registered secrets in {len(scrubbed)} artifact file(s)")
+            result["harness"] = self._finish_harness()
+            report.write_json(out / "result.json", result)
+            report.write_atomic(out / "summary.md", report.summary_markdown(result))
+        except PersistenceError as exc:
+            result.update(stop_reason="persistence_error", exit_code=6, success=False, detail=str(exc))
+        for line in github_annotations(self.judge.last) if _in_actions() else []:
+            print(line)
+        if not cfg.keep_worktree:
+            wt.remove()
+        return result
+
+    def _finish_harness(self) -> dict[str, Any]:
+        out = self.prep.out
+        try:
+            info: dict[str, Any] = self.prep.harness.finish(
+                out, {"session.jsonl": out / "session.jsonl", "result.json": out / "result.json"}, self.prep.cfg.push)
+            return info
+        except (HarnessError, GitError) as exc:
+            self.say(f"harness state not committed: {exc}")
+            return {"error": str(exc)}
+
+    def _result(self, exit_code: int, changed: list[str], flags: list[str]) -> dict[str, Any]:
+        cfg = self.prep.cfg
+        return {
+            "version": report.RESULT_VERSION,
+            "run_id": self.prep.run_id,
+            "stop_reason": self.stop.reason,
+            "exit_code": exit_code,
+            "success": exit_code == 0,
+            "detail": self.stop.detail,
+            "task": cfg.task_text(),
+            "model": self.prep.model.name,
+            "base_commit": self.prep.worktree.base_commit,
+            "wall_s": round(self.budget.elapsed(), 3),
+            "usage": self.budget.usage(),
+            "budgets": self.budget.limits_dict(),
+            "gates": [r.to_dict() for r in self.judge.last],
+            "children": self.family.summary() if self.family else [],
+            "changed_files": changed,
+            "flags": flags,
+            "sandbox": self.prep.sandbox_status,
+            "python": str(self.prep.project.interp.executable),
+            "setup": [o.to_dict() for o in self.setup],
+            "rounds": self.judge.round_log,
+            "dirty": self.prep.worktree.dirty,
+            "snapshot_of": self.prep.worktree.snapshot_of,
+            "out_dir": str(self.prep.out),
+            "worktree": str(self.prep.worktree.path) if cfg.keep_worktree else None,
+        }
+
+
+def _restore_budget(budget: Budget, state: ResumeState) -> None:
+    """Spend so far, from the last usage record (no double counting: it is cumulative)."""
+    u = state.usage
+    budget.turns, budget.model_calls = int(u.get("turns", 0)), int(u.get("model_calls", 0))
+    budget.prompt_tokens, budget.completion_tokens = int(u.get("prompt_tokens", 0)), int(u.get("completion_tokens", 0))
+    cost = u.get("cost_usd")
+    budget.cost_known = cost is not None or not u
+    budget.cost_usd = float(cost or 0.0)
+    budget.wall_offset = state.wall_spent
+
+
+def _in_actions() -> bool:
+    return os.environ.get("GITHUB_ACTIONS") == "true"
+
+
+def execute(prep: Prepared, say: Say, *, resume: ResumeState | None = None, salvage: bool = False) -> dict[str, Any]:
+    run = Run(prep, say, resume=resume, salvage=salvage)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            return asyncio.run(run.execute())
+        raise SystemExit(130)
+    finally:
+        procs.reap_orphans()  # the event loop (and its child watcher) is gone: collect adopted zombies

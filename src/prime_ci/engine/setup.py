@@ -1,0 +1,136 @@
+"""The setup phase: trusted commands that prepare the worktree before the model's first turn.
+
+Setup commands come from the operator (``--setup``) or from the same trusted sources as the gates
+(``[[setup]]`` tables in gate files, read at ``--gates-from`` when given, and in ``prime-ci.toml`` as checked
+out at the base commit), never from files the model wrote. They run like gates (own process group, full
+log, timeout, the gates' scrubbed environment), inside the sandbox when it is on, with the network on unless
+a table says ``network = false``. The first failing command ends the run with ``setup_failed`` (exit 9)
+before any model call.
+"""
+
+from __future__ import annotations
+
+import time
+import tomllib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from prime_ci.errors import ConfigError
+from prime_ci.gates.specs import GateSpec, gates_from_commands
+from prime_ci.isolation.worktree import read_file_at
+
+DEFAULT_TIMEOUT = 900.0
+
+
+class SetupSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]+$", max_length=100)
+    command: str = Field(min_length=1)
+    timeout: float = DEFAULT_TIMEOUT
+    env: dict[str, str] = Field(default_factory=dict)
+    network: bool = True
+
+    def as_gate(self) -> GateSpec:
+        """Setup runs through the gate runner (process group, log, timeout, escapee sweep)."""
+        return GateSpec(name=self.name, command=self.command, timeout=self.timeout, env=self.env)
+
+
+def _validated(table: Any, label: str, index: int) -> SetupSpec:
+    """A ``[[setup]]`` table: the gate fields' rules (name, command, duration, env) plus ``network``."""
+    where = f"{label}: setup[{index}]"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: must be a [[setup]] table")
+    unknown = sorted(set(table) - set(SetupSpec.model_fields))
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown field")
+    if not isinstance(table.get("network", True), bool):
+        raise ConfigError(f"{where}.network: must be true or false")
+    try:
+        gate = GateSpec.model_validate({k: v for k, v in table.items() if k != "network"})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        msg = "field required" if err["type"] == "missing" else str(err["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"{where}.{field}: {msg}") from None
+    return SetupSpec(name=gate.name, command=gate.command, env=gate.env,
+                     timeout=gate.timeout if "timeout" in table else DEFAULT_TIMEOUT,
+                     network=table.get("network", True))
+
+
+def from_tables(tables: Any, label: str) -> list[SetupSpec]:
+    if not isinstance(tables, list):
+        raise ConfigError(f"{label}: setup: must be [[setup]] tables")
+    return [_validated(t, label, i) for i, t in enumerate(tables)]
+
+
+def from_gate_texts(texts: list[tuple[str, str]]) -> list[SetupSpec]:
+    """``[[setup]]`` tables of gate files, given as (label, text); the gate loader has validated the TOML."""
+    specs: list[SetupSpec] = []
+    for label, text in texts:
+        data = tomllib.loads(text)
+        if "setup" in data:
+            specs += from_tables(data["setup"], label)
+    return specs
+
+
+def gate_file_texts(paths: list[Path], git_dir: Path | None = None, ref: str | None = None,
+                    names: list[str] | None = None) -> list[tuple[str, str]]:
+    if ref is not None and git_dir is not None:
+        return [(f"{ref}:{n}", read_file_at(git_dir, ref, n)) for n in names or []]
+    return [(str(p), p.read_text(encoding="utf-8")) for p in paths]
+
+
+def collect(items: list[str | dict[str, Any]], file_specs: list[SetupSpec]) -> list[SetupSpec]:
+    """``--setup`` commands (or ``prime-ci.toml``'s ``setup``: commands or tables), then the gate files'
+    ``[[setup]]`` tables; names unique."""
+    commands = [c for c in items if isinstance(c, str)]
+    specs = [SetupSpec(name=g.name, command=g.command) for g in gates_from_commands(commands)]
+    specs += from_tables([t for t in items if not isinstance(t, str)], "prime-ci.toml")
+    specs += file_specs
+    names = [s.name for s in specs]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"duplicate setup name(s): {', '.join(dupes)}")
+    return specs
+
+
+@dataclass
+class SetupOutcome:
+    name: str
+    command: str
+    passed: bool
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+    log: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+Runner = Callable[[SetupSpec], Awaitable[SetupOutcome]]
+
+
+async def run_all(specs: list[SetupSpec], runner: Runner, say: Callable[[str], None]) -> list[SetupOutcome]:
+    """Run the commands in order; stop at the first failure."""
+    outcomes: list[SetupOutcome] = []
+    for index, spec in enumerate(specs, start=1):
+        say(f"setup {index}/{len(specs)} {spec.name}: {spec.command.strip().splitlines()[0][:100]}")
+        started = time.monotonic()
+        outcome = await runner(spec)
+        outcomes.append(outcome)
+        state = "ok" if outcome.passed else ("timed out" if outcome.timed_out else f"FAILED (exit {outcome.exit_code})")
+        say(f"setup {spec.name}: {state} in {time.monotonic() - started:.1f}s -> {outcome.log}")
+        if not outcome.passed:
+            break
+    return outcomes
+
+
+def failure_detail(outcome: SetupOutcome) -> str:
+    why = f"timed out after {outcome.duration_s:.0f}s" if outcome.timed_out else f"exit {outcome.exit_code}"
+    return f"setup {outcome.name!r} failed ({why}): {outcome.command.strip()[:300]} (log: {outcome.log})"

@@ -1,0 +1,270 @@
+"""Fast feedback on retry rounds: rerun only the tests that failed in a gate's last full run.
+
+A gate gets a fast command from its ``fast`` template (``{tests}`` becomes the failing test ids,
+shell-quoted) or, for a plain pytest command, one derived here: the command with its positional
+arguments and cache/stop/coverage/xdist options dropped and the pytest node ids appended. Anything the
+derivation does not fully understand (shell syntax, variables, options of unknown arity) yields no fast
+command: that gate then always runs in full.
+
+A fast run only ever shortens a round that is still failing: it counts as failing when it failed and
+still names failing tests (or timed out). A failure that names no test (a coverage threshold from the
+project's addopts, a node id that no longer exists) is inconclusive and the full gates run.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from prime_ci.gates.runner import GateResult, run_gate
+from prime_ci.gates.specs import GateSpec
+
+MAX_TESTS = 50
+_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
+_PYTHON = re.compile(r"^python[0-9.]*$")
+# Expansion, globbing, redirection, control operators, comments, escapes: the words are not what they seem.
+_SHELL_SPECIAL = set("$`;&|<>(){}[]*?!#~\\\n\r")
+
+_PYTHON_FLAGS = {"-u", "-B", "-E", "-s", "-I", "-P", "-O", "-OO", "-b", "-bb"}
+_PYTHON_VALUE_FLAGS = {"-X", "-W"}
+_UV_FLAGS = {"--frozen", "--locked", "--no-sync", "--offline", "--isolated", "--all-extras", "--no-dev", "-q",
+             "--quiet"}
+_UV_VALUE_FLAGS = {"--extra", "--group", "--with", "--python", "--package"}
+
+# pytest options that take a value as the next word (or after ``=``), kept in the fast command.
+_KEEP_VALUE = {
+    "-k", "-m", "-p", "-c", "-o", "-r", "-W", "--tb", "--junitxml", "--junit-xml", "--junit-prefix", "--rootdir",
+    "--confcutdir", "--basetemp", "--ignore", "--ignore-glob", "--deselect", "--import-mode", "--durations",
+    "--durations-min", "--log-level", "--log-format", "--log-date-format", "--log-cli-level", "--log-cli-format",
+    "--log-cli-date-format", "--log-file", "--log-file-level", "--log-file-mode", "--log-file-format",
+    "--log-file-date-format", "--capture", "--color", "--code-highlight", "--override-ini", "--config-file",
+    "--assert", "--verbosity", "--doctest-glob", "--doctest-report", "--timeout", "--timeout-method",
+    "--reruns", "--reruns-delay", "--only-rerun", "--randomly-seed", "--show-capture",
+}
+# Options dropped with their value: stop-early, xdist workers and coverage make no sense for a few tests.
+_DROP_VALUE = {
+    "--maxfail", "-n", "--numprocesses", "--maxprocesses", "--dist", "--cov-report", "--cov-config",
+    "--cov-fail-under", "--cov-context", "--last-failed-no-failures", "--lfnf",
+}
+# argparse ``nargs="?"``: the next word is the value unless it looks like an option.
+_DROP_OPTIONAL_VALUE = {"--cov", "--debug"}
+_DROP_FLAGS = {
+    "-x", "--exitfirst", "--lf", "--last-failed", "--ff", "--failed-first", "--nf", "--new-first", "--sw",
+    "--stepwise", "--sw-skip", "--stepwise-skip", "--cov-append", "--cov-branch", "--no-cov-on-fail", "--pdb",
+    "--trace", "-f", "--looponfail",
+}
+_KEEP_FLAGS = {
+    "--strict-markers", "--strict-config", "--strict", "--runxfail", "--disable-warnings", "--disable-pytest-warnings",
+    "--no-header", "--no-summary", "--pyargs", "--doctest-modules", "--showlocals", "--full-trace", "--verbose",
+    "--quiet", "--no-cov", "--noconftest", "--keep-duplicates", "--continue-on-collection-errors",
+    "--doctest-continue-on-collection-errors", "--benchmark-disable", "--benchmark-skip", "--force-sugar",
+}
+# Modes that do not run the tests: such a gate is not a test run to narrow.
+_REFUSE = {"--co", "--collect-only", "--fixtures", "--fixtures-per-test", "--markers", "--version", "-h", "--help",
+           "--setup-only", "--setup-plan", "--cache-show", "--cache-clear"}
+_SHORT_VALUE = {"k", "m", "p", "c", "o", "r", "W", "n"}
+_SHORT_FLAGS = {"v", "q", "s", "l", "x"}
+
+
+def derive_pytest_fast(command: str) -> str | None:
+    """A fast template for a plain pytest command (``pytest``, ``python -m pytest``, ``uv run pytest``...).
+
+    None when the command is anything else, or uses shell syntax or options this cannot read for sure.
+    """
+    if _SHELL_SPECIAL & set(command):
+        return None
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    prefix: list[str] = []
+    while words and (assignment := _ASSIGNMENT.match(words[0])):
+        name, value = assignment.groups()
+        prefix.append(f"{name}={shlex.quote(value)}")
+        words = words[1:]
+    launcher = _pytest_launcher(words)
+    if launcher is None:
+        return None
+    kept = _pytest_options(words[launcher:])
+    if kept is None:
+        return None
+    return " ".join([*prefix, shlex.join([*words[:launcher], *kept]), "{tests}"])
+
+
+def _pytest_launcher(words: list[str]) -> int | None:
+    """How many leading words start pytest (``pytest`` itself included), or None if these do not."""
+    i = 0
+    if words and Path(words[0]).name in ("uv", "poetry", "pdm") and words[1:2] == ["run"]:
+        tool, i = Path(words[0]).name, 2
+        while i < len(words) and words[i].startswith("-") and tool == "uv":
+            if words[i] in _UV_FLAGS:
+                i += 1
+            elif words[i] in _UV_VALUE_FLAGS and i + 1 < len(words):
+                i += 2
+            elif words[i].split("=", 1)[0] in _UV_VALUE_FLAGS and "=" in words[i]:
+                i += 1
+            else:
+                return None
+    if i < len(words) and Path(words[i]).name in ("pytest", "py.test"):
+        return i + 1
+    if i < len(words) and _PYTHON.match(Path(words[i]).name):
+        i += 1
+        while i < len(words) and words[i] != "-m":
+            if words[i] in _PYTHON_FLAGS:
+                i += 1
+            elif words[i] in _PYTHON_VALUE_FLAGS and i + 1 < len(words):
+                i += 2
+            else:
+                return None
+        if words[i + 1 : i + 2] == ["pytest"]:
+            return i + 2
+    return None
+
+
+def _pytest_options(args: list[str]) -> list[str] | None:
+    """pytest's arguments minus positionals and the dropped options; None when unsure of any word."""
+    kept: list[str] = []
+    i = 0
+    while i < len(args):
+        word = args[i]
+        nxt = args[i + 1] if i + 1 < len(args) else None
+        takes_next = nxt is not None and not nxt.startswith("-")
+        if word == "--":
+            break  # only positionals follow
+        if not word.startswith("-") or word == "-":
+            i += 1  # a positional: a path, a node id or a package; the failing ids replace them
+            continue
+        name = word.split("=", 1)[0]
+        if name in _REFUSE:
+            return None
+        if word.startswith("--"):
+            inline = "=" in word
+            if name in _KEEP_VALUE:
+                if inline:
+                    kept.append(word)
+                elif nxt is None:
+                    return None
+                else:
+                    kept += [word, nxt]
+                    i += 1
+            elif name in _DROP_VALUE:
+                i += 0 if inline else 1
+            elif name in _DROP_OPTIONAL_VALUE:
+                i += 0 if inline or not takes_next else 1
+            elif name in _DROP_FLAGS:
+                pass
+            elif name in _KEEP_FLAGS:
+                kept.append(word)
+            elif inline or not takes_next:
+                kept.append(word)  # an unknown flag, or an unknown option given as --opt=value
+            else:
+                return None  # an unknown option before a plain word: its value, or a path?
+            i += 1
+            continue
+        if word[1] in _SHORT_VALUE:
+            value = [] if len(word) > 2 else [nxt]
+            if None in value:
+                return None
+            if word[1] != "n":
+                kept += [word, *filter(None, value)]
+            i += 1 + len(value)
+            continue
+        flags = word[1:]
+        if not set(flags) <= _SHORT_FLAGS:
+            return None
+        if flags := flags.replace("x", ""):
+            kept.append("-" + flags)
+        i += 1
+    return kept
+
+
+def render(template: str, tests: Sequence[str]) -> str:
+    return template.replace("{tests}", " ".join(shlex.quote(t) for t in tests))
+
+
+def pytest_node_ids(ids: Iterable[str], root: Path) -> list[str]:
+    """The ids that are runnable node ids (``path::name``, the file in ``root``), JUnit classnames converted."""
+    out: list[str] = []
+    for test in ids:
+        node = _node_id(test, root)
+        if node is not None and node not in out:
+            out.append(node)
+    return out
+
+
+def _node_id(test: str, root: Path) -> str | None:
+    if "::" not in test or test.startswith(("-", "/")) or "\0" in test:
+        return None
+    path, rest = test.split("::", 1)
+    if _inside(root, path):
+        return test
+    # JUnit from pytest: classname ``pkg.test_mod.TestCls``, name ``test_x[param]``
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        candidate = "/".join(parts[:cut]) + ".py"
+        if _inside(root, candidate):
+            return "::".join([candidate, *parts[cut:], rest])
+    return None
+
+
+def _inside(root: Path, rel: str) -> bool:
+    if not rel or ".." in Path(rel).parts or Path(rel).is_absolute():
+        return False
+    target = root / rel
+    return target.is_file() and target.resolve().is_relative_to(root.resolve())
+
+
+def failing_ids(result: GateResult, root: Path, *, node_ids: bool) -> list[str]:
+    """The failing tests a gate run names, at most ``MAX_TESTS``.
+
+    The gate runner parsed them (its JUnit file, else its log: pytest summary lines, TAP, jest, ...).
+    ``node_ids``: only runnable pytest node ids; otherwise the ids as they are.
+    """
+    parsed = [f.test for f in result.failures if f.test]
+    ids = pytest_node_ids(parsed, root) if node_ids else list(dict.fromkeys(parsed))
+    return ids[:MAX_TESTS]
+
+
+def still_failing(result: GateResult, root: Path, *, node_ids: bool) -> bool:
+    """A fast run that settles the round: it failed naming failing tests (``node_ids``: pytest node ids of
+    files in ``root``; anything else, such as a coverage threshold's ``FAIL`` line, names none), or timed out."""
+    return not result.passed and (result.timed_out or bool(failing_ids(result, root, node_ids=node_ids)))
+
+
+@dataclass(frozen=True)
+class FastRerun:
+    """One gate's fast rerun, planned from a failed full run of it."""
+
+    spec: GateSpec
+    template: str
+    tests: tuple[str, ...]
+    node_ids: bool  # a derived pytest command: only node ids whose file still exists
+
+    def settles(self, result: GateResult, root: Path) -> bool:
+        return still_failing(result, root, node_ids=self.node_ids)
+
+    def current_tests(self, root: Path) -> list[str]:
+        return pytest_node_ids(self.tests, root) if self.node_ids else list(self.tests)
+
+    async def run(self, tests: list[str], *, cwd: Path, env: dict[str, str], log_dir: Path,
+                  launcher: Sequence[str]) -> GateResult:
+        """Runs as ``<name>.fast`` (its log is ``<name>.fast.log``, the full run's log stays)."""
+        spec = self.spec.model_copy(update={"name": f"{self.spec.name}.fast", "command": render(self.template, tests)})
+        return await run_gate(spec, cwd=cwd, env=env, log_dir=log_dir, launcher=launcher)
+
+
+def plan_rerun(spec: GateSpec, result: GateResult, root: Path) -> FastRerun | None:
+    """The fast rerun for a gate's next round, if its full run failed on named tests it can rerun."""
+    if result.passed or result.timed_out:
+        return None
+    template = spec.fast
+    node_ids = template is None
+    if template is None:
+        template = derive_pytest_fast(spec.command)
+    if template is None:
+        return None
+    tests = failing_ids(result, root, node_ids=node_ids)
+    return FastRerun(spec, template, tuple(tests), node_ids) if tests else None

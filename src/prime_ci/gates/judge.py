@@ -1,0 +1,174 @@
+"""The runner's verdict: gate rounds at the end of each turn, retries, unchanged-workspace skips.
+
+The model never decides success: a turn ending only triggers a gate round here, and gates run from the
+host as fresh processes, never from kernel state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from prime_ci.engine.agent import Stop
+from prime_ci.gates.fast_rerun import FastRerun, plan_rerun
+from prime_ci.gates.runner import GateResult, GateSpec, feedback_message, run_gates, workspace_fingerprint
+from prime_ci.isolation.worktree import Worktree
+from prime_ci.session.log import SessionLog
+
+
+@dataclass
+class Judge:
+    """Gate rounds and their verdict.
+
+    A retry round (the last full run of some gates failed on tests they can rerun, see
+    :mod:`prime_ci.fast_rerun`, and the workspace changed) first reruns just those tests. If they still
+    fail, that is the round's result, fed back at once and counted like any failed round; otherwise the
+    full gates run in the same round. Only a full run passes a round. The kernel's ``gates.run()`` and
+    ``final_round`` always run the full gates.
+
+    ``last`` holds each gate's most recent result: the full run's, except after a round that a fast rerun
+    ended, where the rerun gates hold their fast result (command and ``<name>.fast.log``; ``kind`` "fast"
+    in ``full_results``) and the others keep their last full result. ``passed()`` is never true with a fast
+    result in ``last``, and ``final_round`` replaces fast results by a full run, so a report written after
+    it (junit.xml, result.json) shows full runs. ``round_log`` has one entry per run: a round that a fast
+    rerun did not settle has a ``fast`` and a ``full`` entry under the same round number.
+    """
+
+    specs: list[GateSpec]
+    worktree: Worktree
+    env: dict[str, str]
+    log_dir: Path
+    log: SessionLog
+    max_retries: int
+    exclude: list[str] = field(default_factory=list)
+    launcher: list[str] = field(default_factory=list)
+    last: list[GateResult] = field(default_factory=list)
+    rounds: int = 0
+    failed_rounds: int = 0
+    goal_summary: str | None = None
+    round_log: list[dict[str, Any]] = field(default_factory=list)
+    _reruns: dict[str, FastRerun] = field(default_factory=dict)
+    _fast_in_last: set[str] = field(default_factory=set)
+    _last_fingerprint: str | None = None
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def run_round(self, only: str | None = None) -> list[GateResult]:
+        """A full round: every gate, or just ``only`` (the kernel's ``gates.run(name)``)."""
+        async with self._lock:
+            self.rounds += 1
+            return await self._full(only)
+
+    async def _full(self, only: str | None) -> list[GateResult]:
+        started = time.monotonic()
+        results = await run_gates(self.specs, cwd=self.worktree.path, env=self.env, log_dir=self.log_dir,
+                                  only=only, launcher=self.launcher)
+        if only is None:
+            self.last, self._reruns = results, {}
+            self._fast_in_last.clear()
+        else:
+            self.last = [r for r in self.last if r.name != only] + results
+            self._reruns.pop(only, None)
+            self._fast_in_last.discard(only)
+        specs = {s.name: s for s in self.specs}
+        for r in results:
+            if rerun := plan_rerun(specs[r.name], r, self.worktree.path):
+                self._reruns[r.name] = rerun
+        self._last_fingerprint = workspace_fingerprint(self.worktree, self.exclude)
+        self._record("full", results, started, on_demand=only is not None)
+        return results
+
+    async def _fast(self) -> str | None:
+        """Rerun the failing tests of the last full run; the feedback if they still fail, else None."""
+        started = time.monotonic()
+        root = self.worktree.path
+        results: list[GateResult] = []
+        failing: list[str] = []
+        count = 0
+        for rerun in [r for s in self.specs if (r := self._reruns.get(s.name))]:
+            if tests := rerun.current_tests(root):
+                count += len(tests)
+                result = await rerun.run(tests, cwd=root, env=self.env, log_dir=self.log_dir, launcher=self.launcher)
+                results.append(result)
+                if rerun.settles(result, root):
+                    failing.append(rerun.spec.name)
+        if not results:
+            return None
+        named = [replace(r, name=r.name.removesuffix(".fast")) for r in results]
+        self._record("fast", named, started, tests=count, still_failing=failing)
+        if not failing:
+            return None
+        self.last = [r for r in self.last if r.name not in {n.name for n in named}] + named
+        self._fast_in_last.update(r.name for r in named)
+        self._last_fingerprint = workspace_fingerprint(self.worktree, self.exclude)
+        others = [r.name for r in self.last if not r.passed and r.name not in self._fast_in_last]
+        untouched = f" Not rerun in this round (failing in the last full run): {', '.join(others)}." if others else ""
+        return (
+            f"This round was a fast rerun of the {count} previously failing test(s) of gate(s) "
+            f"{', '.join(r.name for r in named)}, not the full gates, and they still fail; the full gates run "
+            f"once these pass.{untouched}\n\n" + feedback_message(results)
+        )
+
+    def _record(self, kind: Literal["fast", "full"], results: list[GateResult], started: float, *,
+                on_demand: bool = False, tests: int = 0, still_failing: list[str] | None = None) -> None:
+        entry: dict[str, Any] = {
+            "round": self.rounds, "kind": kind, "duration_s": round(time.monotonic() - started, 3),
+            "passed": all(r.passed for r in results), "gates": [r.name for r in results], "on_demand": on_demand,
+        }
+        if kind == "fast":
+            entry.update(tests=tests, still_failing=still_failing or [])
+        self.round_log.append(entry)
+        self.log.custom("prime_ci.gate", {**entry, "results": [r.to_dict() for r in results]})
+
+    def passed(self) -> bool:
+        return bool(self.last) and all(r.passed for r in self.last) and not self._fast_in_last
+
+    async def __call__(self) -> Stop | str:
+        """Called when the model ends its turn."""
+        if not self.specs:
+            return Stop("completed", "the model finished its turn (no gates configured)")
+        if self.last and not self.passed() and self._unchanged():
+            self.failed_rounds += 1
+            self.log.custom("prime_ci.gate", {"round": self.rounds, "skipped": "workspace unchanged"})
+            if self.failed_rounds > self.max_retries:
+                return Stop("gates_failed", "gates still failing and the workspace did not change")
+            return (
+                "Gates were not rerun: the workspace has not changed since the last failing round, so the "
+                f"result would be the same (round {self.failed_rounds}/{self.max_retries} of retries used). "
+                "Change the code to fix the failures above, then end your turn.\n\n"
+                + feedback_message([replace(r, name=f"{r.name}.fast") if r.name in self._fast_in_last else r
+                                    for r in self.last])  # a fast result's log is <name>.fast.log
+            )
+        async with self._lock:
+            self.rounds += 1
+            fast_feedback = await self._fast() if self._reruns else None
+            results = [] if fast_feedback is not None else await self._full(None)
+        if fast_feedback is None and all(r.passed for r in results):
+            return Stop("completed", "all gates passed")
+        self.failed_rounds += 1
+        if self.failed_rounds > self.max_retries:
+            return Stop("gates_failed", f"gates still failing after {self.max_retries} retries")
+        what = "fast rerun still failing" if fast_feedback is not None else "failed"
+        header = f"Gate round {self.rounds}: {what} (retry {self.failed_rounds}/{self.max_retries}).\n"
+        return header + (fast_feedback or "\n" + feedback_message(self.last))
+
+    async def final_round(self) -> None:
+        """On a budget stop: one full round for the report, unless nothing changed since the last full one."""
+        if self.specs and not (self.last and not self._fast_in_last and self._unchanged()):
+            await self.run_round()
+
+    def _unchanged(self) -> bool:
+        return workspace_fingerprint(self.worktree, self.exclude) == self._last_fingerprint
+
+    def full_results(self) -> list[dict[str, Any]]:
+        """``gates.last`` for the kernel: every field, with the full output read back from the log."""
+        out = []
+        for r in self.last:
+            item = r.to_dict()
+            item["output"] = r.log_path.read_text(encoding="utf-8", errors="replace")
+            item["failures"] = [f.__dict__ for f in r.failures]
+            item["kind"] = "fast" if r.name in self._fast_in_last else "full"
+            out.append(item)
+        return out

@@ -1,0 +1,93 @@
+"""Protected paths: changes that could make gates lie (gate files, test-runner config, workflows).
+
+A run whose diff touches one of these ends with ``security_stop`` (exit 7) unless the path matches an
+``--allow-protected`` glob. Edits to test files are allowed but listed in result.json ``flags`` so a reviewer
+sees them. Config files that hold more than test settings (pyproject.toml, setup.cfg, tox.ini) count only
+when their test-runner section itself changed.
+"""
+
+from __future__ import annotations
+
+import configparser
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import PurePosixPath
+from typing import Any
+
+from prime_ci.isolation.worktree import Worktree
+
+ALWAYS = (".github/workflows/*", ".github/workflows/**", "conftest.py", "**/conftest.py", "pytest.ini",
+          "**/pytest.ini", "sitecustomize.py", "**/sitecustomize.py", "usercustomize.py", "**/usercustomize.py",
+          "*.pth", "**/*.pth", ".prime-ci/gates*", "action.yml", "action.yaml")
+TEST_FILES = ("test_*.py", "*_test.py", "tests/**", "test/**", "**/tests/**", "**/test/**")
+
+
+def _match(path: str, patterns: Iterable[str]) -> bool:
+    name = PurePosixPath(path).name
+    return any(fnmatchcase(path, p) or ("/" not in p and fnmatchcase(name, p)) for p in patterns)
+
+
+@dataclass
+class Verdict:
+    protected: list[str] = field(default_factory=list)
+    tests_modified: list[str] = field(default_factory=list)
+
+    def flags(self) -> list[str]:
+        return [f"protected path changed: {p}" for p in self.protected] + [
+            f"test file modified: {p}" for p in self.tests_modified
+        ]
+
+
+def check(wt: Worktree, changed: list[str], gate_files: list[str], allow: list[str]) -> Verdict:
+    verdict = Verdict()
+    for path in changed:
+        if _match(path, TEST_FILES) and not _match(path, ALWAYS):
+            verdict.tests_modified.append(path)
+        hit = _match(path, ALWAYS) or path in gate_files or _runner_section_changed(wt, path)
+        if hit and not _match(path, allow):
+            verdict.protected.append(path)
+    return verdict
+
+
+def _runner_section_changed(wt: Worktree, path: str) -> bool:
+    name = PurePosixPath(path).name
+    if name not in ("pyproject.toml", "setup.cfg", "tox.ini"):
+        return False
+    before = _base_text(wt, path)
+    after = _work_text(wt, path)
+    if name == "pyproject.toml":
+        return bool(_toml_section(before) != _toml_section(after))
+    section = "tool:pytest" if name == "setup.cfg" else "pytest"
+    return bool(_ini_section(before, section) != _ini_section(after, section))
+
+
+def _base_text(wt: Worktree, path: str) -> str:
+    proc = wt.git(["show", f"{wt.base_commit}:{path}"], check=False)
+    return proc.stdout.decode(errors="replace") if proc.returncode == 0 else ""
+
+
+def _work_text(wt: Worktree, path: str) -> str:
+    target = wt.path / path
+    if target.is_symlink() or not target.is_file():
+        return "" if not target.is_symlink() else f"<symlink {target.readlink()}>"
+    return target.read_text(encoding="utf-8", errors="replace")
+
+
+def _toml_section(text: str) -> Any:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return ("unparsable", text)  # an unparsable file is a change to its pytest section too
+    tool = data.get("tool", {})
+    return {k: v for k, v in tool.items() if k in ("pytest", "coverage", "tox")}
+
+
+def _ini_section(text: str, section: str) -> Any:
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return ("unparsable", text)
+    return dict(parser[section]) if parser.has_section(section) else None

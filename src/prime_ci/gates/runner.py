@@ -1,0 +1,327 @@
+"""Quality gates: specs from TOML or ``--gate``, execution in their own process group, feedback, fingerprints.
+
+A gate is hostile code from the worktree. It runs in a new session with exactly the environment it is
+given plus a per-attempt marker variable; whatever it leaves behind (its process group, and processes that
+left the group with ``setsid``) is frozen, killed and reaped when the attempt ends, however it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, Literal
+
+from prime_ci.errors import ConfigError
+from prime_ci.gates.failures import scan_log_failures
+from prime_ci.gates.fingerprint import DEFAULT_EXCLUDES, workspace_fingerprint
+from prime_ci.gates.junit import (
+    JUnitFailure,
+    clip_middle,
+    failure_lines,
+    parse_junit_failures,
+    status_text,
+)
+from prime_ci.gates.specs import GateSpec, gates_from_commands, load_gate_files, load_gate_files_from_ref
+from prime_ci.isolation.procs import kill_tree, send_signal
+from prime_ci.isolation.untrusted import strip_ansi
+
+MARKER_VAR = "PRIME_CI_GATE_TOKEN"
+HEAD_BYTES = TAIL_BYTES = 32 * 1024
+MAX_JUNIT_BYTES = 50 * 1024 * 1024
+# The run's own report dir and tool caches that gates themselves rewrite: never a workspace change.
+
+
+
+@dataclass
+class GateResult:
+    name: str
+    command: str
+    passed: bool
+    exit_code: int | None
+    timed_out: bool
+    output: str
+    output_bytes: int
+    duration_s: float
+    attempts: int
+    flaky: bool
+    log_path: Path
+    failures: list[JUnitFailure] = field(default_factory=list)
+    timeout_s: float | None = None
+    # Where ``failures`` came from: the gate's JUnit report, or its full log when the report named none
+    # (``run_gate`` parses the log of every failed gate without JUnit failures; None: not parsed).
+    failures_source: Literal["junit", "log"] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, without the output text (that is in ``log_path``)."""
+        return {
+            "name": self.name,
+            "command": self.command,
+            "passed": self.passed,
+            "exit_code": self.exit_code,
+            "timed_out": self.timed_out,
+            "output_bytes": self.output_bytes,
+            "duration_s": round(self.duration_s, 3),
+            "attempts": self.attempts,
+            "flaky": self.flaky,
+            "log_path": str(self.log_path),
+            "timeout_s": self.timeout_s,
+            "failures": [asdict(f) for f in self.failures],
+            "failures_source": self.failures_source,
+        }
+
+
+class _HeadTail:
+    """The first and last bytes of a stream of any length."""
+
+    def __init__(self) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = HEAD_BYTES - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > 2 * TAIL_BYTES:
+                del self.tail[:-TAIL_BYTES]
+
+    def text(self) -> str:
+        tail = bytes(self.tail[-TAIL_BYTES:])
+        elided = self.total - len(self.head) - len(tail)
+        if elided <= 0:
+            return (bytes(self.head) + tail).decode(errors="replace")
+        marker = f"\n[... {elided} bytes elided; the full output is in the log ...]\n"
+        return bytes(self.head).decode(errors="replace") + marker + tail.decode(errors="replace")
+
+
+class _Sink(asyncio.Protocol):
+    """Appends the gate's merged stdout/stderr to its log as it arrives and keeps head+tail in memory."""
+
+    def __init__(self, log: BinaryIO) -> None:
+        self.log = log
+        self.buffer = _HeadTail()
+        self.error: OSError | None = None
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer.add(data)
+        if self.error is None:
+            try:
+                self.log.write(data)
+            except OSError as exc:
+                self.error = exc
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+def _junit_signature(path: Path | None) -> tuple[int, int, int] | None:
+    if path is None:
+        return None
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _read_junit(spec: GateSpec, cwd: Path, before: tuple[int, int, int] | None) -> list[JUnitFailure]:
+    if spec.junit is None:
+        return []
+    path = cwd / spec.junit
+    after = _junit_signature(path)
+    if after is None or after == before:
+        return []  # not written by this attempt: a stale report must not be reported
+    resolved = path.resolve()
+    if not resolved.is_relative_to(cwd.resolve()) or not resolved.is_file() or after[2] > MAX_JUNIT_BYTES:
+        return []
+    try:
+        return parse_junit_failures(resolved, cwd=cwd)
+    except (ValueError, OSError, SyntaxError):  # ET.ParseError is a SyntaxError
+        return []
+
+
+async def _attempt(
+    spec: GateSpec, cwd: Path, env: dict[str, str], log_path: Path, kill_grace: float, launcher: Sequence[str]
+) -> tuple[int | None, bool, str, int, list[JUnitFailure]]:
+    token = secrets.token_hex(16)
+    full_env = {**env, **spec.env, MARKER_VAR: token}
+    junit_path = cwd / spec.junit if spec.junit else None
+    junit_before = _junit_signature(junit_path)
+    loop = asyncio.get_running_loop()
+    read_fd, write_fd = os.pipe()
+    with log_path.open("wb", buffering=0) as log:
+        sink = _Sink(log)
+        try:
+            transport, _ = await loop.connect_read_pipe(lambda: sink, os.fdopen(read_fd, "rb", buffering=0))
+        except BaseException:
+            os.close(write_fd)
+            raise
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *launcher, "bash", "-c", spec.command, cwd=cwd, env=full_env, stdin=asyncio.subprocess.DEVNULL,
+                stdout=write_fd, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+            )
+        except BaseException:
+            transport.close()
+            raise
+        finally:
+            os.close(write_fd)
+        cleaned = False
+        timed_out = False
+        try:
+            try:
+                await asyncio.wait_for(proc.wait(), spec.timeout)
+            except TimeoutError:
+                timed_out = True
+                send_signal(proc.pid, signal.SIGTERM, group=True)
+                deadline = loop.time() + kill_grace
+                while loop.time() < deadline and _group_alive(proc.pid):
+                    await asyncio.sleep(0.05)
+            kill_tree(proc.pid, f"{MARKER_VAR}={token}".encode(), proc.pid)
+            cleaned = True
+            returncode = await proc.wait()
+            # A writer we could not kill may still hold the pipe: then stop reading after a while.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(sink.closed), 2.0)
+        finally:
+            if not cleaned:  # cancelled (run wall clock) or failed: nothing may outlive the gate
+                kill_tree(proc.pid, f"{MARKER_VAR}={token}".encode(), proc.pid)
+            transport.close()
+    if sink.error is not None:
+        raise sink.error
+    exit_code = None if timed_out else (128 - returncode if returncode < 0 else returncode)
+    failures = _read_junit(spec, cwd, junit_before)
+    return exit_code, timed_out, sink.buffer.text(), sink.buffer.total, failures
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+async def run_gate(
+    spec: GateSpec,
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    log_dir: Path,
+    kill_grace: float = 2.0,
+    launcher: Sequence[str] = (),
+) -> GateResult:
+    """Run one gate (with its reruns) in ``cwd``; the full output of the last attempt is ``<name>.log``.
+
+    ``launcher``: an argv prefix for ``bash -c COMMAND`` (a sandbox command line ending in ``--``).
+    """
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{spec.name}.log"
+    for stale in log_dir.glob(f"{spec.name}.attempt-*.log"):
+        stale.unlink()
+    started = time.monotonic()
+    attempts = 0
+    while True:
+        attempts += 1
+        exit_code, timed_out, output, size, failures = await _attempt(spec, cwd, env, log_path, kill_grace, launcher)
+        passed = exit_code == 0
+        if passed or attempts > spec.reruns:
+            break
+        os.replace(log_path, log_dir / f"{spec.name}.attempt-{attempts}.log")
+    source: Literal["junit", "log"] | None = "junit" if failures else None
+    if not passed and not failures:
+        failures, source = await asyncio.to_thread(scan_log_failures, log_path, cwd=cwd), "log"
+    return GateResult(
+        name=spec.name,
+        command=spec.command,
+        passed=passed,
+        exit_code=exit_code,
+        timed_out=timed_out,
+        output=output,
+        output_bytes=size,
+        duration_s=time.monotonic() - started,
+        attempts=attempts,
+        flaky=passed and attempts > 1,
+        log_path=log_path,
+        failures=failures,
+        timeout_s=spec.timeout,
+        failures_source=source,
+    )
+
+
+async def run_gates(
+    specs: list[GateSpec],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    log_dir: Path,
+    only: str | None = None,
+    launcher: Sequence[str] = (),
+) -> list[GateResult]:
+    """Run the gates one after another, in order (``only``: just the gate of that name)."""
+    if only is not None:
+        selected = [s for s in specs if s.name == only]
+        if not selected:
+            known = ", ".join(s.name for s in specs) or "none"
+            raise ConfigError(f"unknown gate {only!r} (gates: {known})")
+        specs = selected
+    return [await run_gate(spec, cwd=cwd, env=env, log_dir=log_dir, launcher=launcher) for spec in specs]
+
+
+def _gate_section(result: GateResult, budget: int, log_hint: str) -> str:
+    footer = f"Full log: {log_hint}{result.name}.log (the full text is available as `gates.last` in the kernel)\n"
+    top = f"\n## gate {result.name}: {status_text(result)}\n$ {clip_middle(result.command, 300)}\n"
+    room = budget - len(top) - len(footer)
+    lines = failure_lines(result)
+    from_log = result.failures_source == "log"
+    body = ""
+    if lines:
+        label = "failing tests (from the full log):\n" if from_log else "failing tests (JUnit):\n"
+        listing = clip_middle(label + "".join(f"- {line}\n" for line in lines), max(room // 2, 0))
+        body += listing
+    if result.failures:
+        # Tests found in the log may not be the whole story: leave the output a share of the room.
+        details = room - len(body) - (room // 4 if from_log else 0)
+        per = max(details // len(result.failures[:10]) - 40, 0)
+        for f in result.failures[:10]:
+            if per > 80 and f.text.strip():
+                body += f"\n{f.test}:\n{clip_middle(strip_ansi(f.text).strip(), per)}\n"
+    if not result.failures or from_log:
+        label = "\noutput (head+tail):\n" if body else "output (head+tail):\n"
+        rest = room - len(body) - len(label)
+        if rest > 200 or not result.failures:
+            body += label + clip_middle(strip_ansi(result.output), max(rest, 0), "bytes", result.output_bytes)
+            body = body if body.endswith("\n") else body + "\n"
+    section = top + body
+    if len(section) + len(footer) > budget:
+        section = section[: max(budget - len(footer), 0)]
+    return (section + footer)[:budget]
+
+
+def feedback_message(results: list[GateResult], *, limit: int = 6000, log_hint: str = "gates/") -> str:
+    """One user message naming every failing gate, within ``limit`` chars in all."""
+    failing = [r for r in results if not r.passed]
+    if not failing:
+        return f"All {len(results)} gates passed."
+    head = f"{len(failing)} of {len(results)} gates failed: {', '.join(r.name for r in failing)}.\n"
+    budget = max(limit - len(head), 0) // len(failing)
+    return (head + "".join(_gate_section(r, budget, log_hint) for r in failing))[:limit]
+
+
+__all__ = ["DEFAULT_EXCLUDES", "MARKER_VAR", "GateResult", "GateSpec", "feedback_message", "gates_from_commands",
+           "load_gate_files", "load_gate_files_from_ref", "run_gate", "run_gates", "workspace_fingerprint"]

@@ -1,0 +1,189 @@
+"""Gate definitions: ``[[gate]]`` TOML files (from the worktree or a commit) and ``--gate`` commands."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from prime_ci.durations import parse_duration
+from prime_ci.errors import ConfigError
+from prime_ci.isolation.worktree import read_file_at
+
+DEFAULT_TIMEOUT = 600.0
+_NAME = r"^[A-Za-z0-9._-]+$"
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class GateSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=_NAME, max_length=100)
+    command: str = Field(min_length=1)
+    timeout: float = DEFAULT_TIMEOUT
+    junit: str | None = None
+    reruns: int = Field(default=0, ge=0, le=10)
+    env: dict[str, str] = Field(default_factory=dict)
+    fast: str | None = Field(default=None, description=(
+        "retry rounds first run this instead, with {tests} replaced by the tests that failed (shell-quoted); "
+        "pytest commands get one derived when it is not set (see prime_ci.fast_rerun)"))
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+    @field_validator("fast")
+    @classmethod
+    def _fast(cls, value: str | None) -> str | None:
+        if value is not None and "{tests}" not in value:
+            raise ValueError("must contain {tests} (where the failing test ids go)")
+        return value
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _timeout(cls, value: object) -> object:
+        if isinstance(value, str | int | float):
+            try:
+                return parse_duration(value, what="timeout")
+            except ConfigError as exc:
+                raise ValueError(str(exc).split(": ", 1)[-1]) from None
+        return value
+
+    @field_validator("junit")
+    @classmethod
+    def _junit(cls, value: str | None) -> str | None:
+        if value is not None and (not value or value.startswith("/") or ".." in Path(value).parts):
+            raise ValueError("must be a path inside the worktree (relative, no '..')")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, val in value.items():
+            if not _ENV_KEY.match(key) or "\0" in val:
+                raise ValueError(f"invalid environment variable {key!r}")
+        return value
+
+
+def _describe(exc: ValidationError, index: int) -> str:
+    errors = exc.errors()
+    err = errors[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    where = f"gate[{index}]" + (f".{loc}" if loc else "")
+    if err["type"] == "missing":
+        msg = "field required"
+    elif err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    else:
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        msg = msg[:1].lower() + msg[1:]
+    more = f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else ""
+    return f"{where}: {msg}{more}"
+
+
+def _parse_gate_text(text: str, label: str, seen: dict[str, str]) -> list[GateSpec]:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{label}: invalid TOML: {exc}") from None
+    unknown = sorted(set(data) - {"gate", "setup"})
+    if unknown:
+        raise ConfigError(f"{label}: unknown top-level key {unknown[0]!r} (gate files hold [[gate]], [[setup]])")
+    tables = data.get("gate")
+    if not tables:
+        if "setup" in data:  # a file of [[setup]] tables only (read by prime_ci.setup_phase)
+            return []
+        raise ConfigError(f"{label}: no [[gate]] or [[setup]] tables")
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise ConfigError(f"{label}: gate: must be [[gate]] tables")
+    specs = []
+    for index, table in enumerate(tables):
+        try:
+            spec = GateSpec.model_validate(table)
+        except ValidationError as exc:
+            raise ConfigError(f"{label}: {_describe(exc, index)}") from None
+        if spec.name in seen:
+            raise ConfigError(
+                f"{label}: gate[{index}].name: duplicate gate name {spec.name!r} (also in {seen[spec.name]})"
+            )
+        seen[spec.name] = label
+        specs.append(spec)
+    return specs
+
+
+def load_gate_files(paths: list[Path]) -> list[GateSpec]:
+    """Gates from TOML files in the filesystem; ConfigError (one line, file and field) on any problem."""
+    seen: dict[str, str] = {}
+    specs: list[GateSpec] = []
+    for path in paths:
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: gate file not found") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: gate file is not UTF-8") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read gate file: {exc.strerror}") from None
+        specs.extend(_parse_gate_text(text, str(path), seen))
+    return specs
+
+
+def load_gate_files_from_ref(git_dir: Path, ref: str, paths: list[str]) -> list[GateSpec]:
+    """Gates from TOML files as committed at ``ref`` (e.g. the PR base): worktree edits cannot change them."""
+    seen: dict[str, str] = {}
+    specs: list[GateSpec] = []
+    for path in paths:
+        specs.extend(_parse_gate_text(read_file_at(git_dir, ref, path), f"{ref}:{path}", seen))
+    return specs
+
+
+_WRAPPERS = {"env", "time", "nice", "exec", "command", "nohup", "timeout"}
+_RUNNERS = {"uv": "run", "poetry": "run", "pipx": "run", "hatch": "run", "pdm": "run"}
+_PACKAGE_MANAGERS = {"npm", "yarn", "pnpm", "bun"}
+
+
+def _command_word(command: str) -> str:
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    words = [w for w in words if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w)]
+    while words and Path(words[0]).name in _WRAPPERS:
+        words = words[1:]
+        while words and words[0].startswith("-"):
+            words = words[1:]
+    if not words:
+        return ""
+    first, rest = Path(words[0]).name, words[1:]
+    if re.match(r"^python[0-9.]*$", first) and len(rest) >= 2 and rest[0] == "-m":
+        return rest[1]
+    if _RUNNERS.get(first) and rest[:1] == [_RUNNERS[first]] and len(rest) >= 2:
+        return Path(rest[1]).name
+    if first in ("npx", "pnpx", "bunx") and rest:
+        return Path(rest[0]).name
+    if first in _PACKAGE_MANAGERS and rest:
+        task = rest[1] if rest[0] == "run" and len(rest) > 1 else rest[0]
+        return f"{first}-{task}"
+    return first
+
+
+def gates_from_commands(commands: list[str]) -> list[GateSpec]:
+    """Specs for ``--gate CMD`` flags, named after the command (``pytest``, ``ruff``, ``npm-test``...)."""
+    specs: list[GateSpec] = []
+    used: set[str] = set()
+    for position, command in enumerate(commands, start=1):
+        if not command.strip():
+            raise ConfigError(f"--gate #{position}: empty command")
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", _command_word(command)).strip("-.")[:60]
+        name, suffix = slug or f"gate-{position}", position
+        while name in used:
+            name, suffix = f"{slug or 'gate'}-{suffix}", suffix + 1
+        used.add(name)
+        specs.append(GateSpec(name=name, command=command))
+    return specs

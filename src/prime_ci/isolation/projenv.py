@@ -1,0 +1,185 @@
+"""The project's own environment: its interpreter, and a run environment layered on it.
+
+Gates, setup commands and the kernel's shell resolve ``python``/``pip``/``pytest`` to the *project's*
+interpreter (``--python``; default REPO's ``.venv``, else the job's PATH as prime-ci found it), never to
+prime-ci's own. Each run gets a small virtual environment outside the worktree, layered on that interpreter:
+its own ``site-packages`` comes first (``pip install -e .`` in setup lands there, pointing at the worktree),
+then the interpreter's package directories, so whatever the job installed is visible and nothing a run
+installs touches the job's or prime-ci's environment. Editable installs that point at the job's checkout are
+redirected to the worktree (see ``project_layer``). Console scripts of the interpreter get twins in the
+environment's ``bin`` so that ``pytest`` and friends run with the layering too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prime_ci.errors import ConfigError
+from prime_ci.isolation import project_layer
+
+_PROBE = (
+    "import json, sys, sysconfig\n"
+    "print(json.dumps({'executable': sys.executable, 'base': getattr(sys, '_base_executable', sys.executable),"
+    " 'version': '.'.join(map(str, sys.version_info[:3])), 'prefix': sys.prefix, 'base_prefix': sys.base_prefix,"
+    " 'sites': [p for p in sys.path if p.endswith(('site-packages', 'dist-packages'))],"
+    " 'stdlib': sysconfig.get_path('stdlib'), 'scripts': sysconfig.get_path('scripts')}))\n"
+)
+MAX_SCRIPT = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    executable: str
+    base: str
+    version: str
+    prefix: str
+    base_prefix: str
+    sites: tuple[str, ...]
+    stdlib: str
+    scripts: str
+
+    @property
+    def minor(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+    def dirs(self) -> list[str]:
+        """What must be readable for it to run (inside the sandbox too)."""
+        found = {self.prefix, self.base_prefix, self.stdlib, self.scripts, *self.sites,
+                 os.path.dirname(self.executable), os.path.dirname(os.path.realpath(self.base))}
+        return sorted(d for d in found if d and os.path.isdir(d))
+
+
+def find_python(explicit: str | None, repo: Path | None, path: str | None = None) -> str:
+    """The interpreter to use: ``--python``, else REPO's ``.venv``, else ``python3``/``python`` on the job's PATH."""
+    search = path if path is not None else os.environ.get("PATH", os.defpath)
+    if explicit:
+        found = shutil.which(explicit, path=search) if os.sep not in explicit else explicit
+        if not found or not os.access(found, os.X_OK):
+            raise ConfigError(f"--python: interpreter not found: {explicit}")
+        return os.path.abspath(found)
+    if repo is not None:
+        venv = repo / ".venv" / "bin" / "python"
+        if venv.exists() and os.access(venv, os.X_OK):
+            return str(venv)
+    for name in ("python3", "python"):
+        found = shutil.which(name, path=search)
+        if found:
+            return found
+    return sys.executable
+
+
+def probe(python: str) -> Interpreter:
+    try:
+        proc = subprocess.run([python, "-I", "-c", _PROBE], capture_output=True, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConfigError(f"--python: cannot run {python}: {exc}") from None
+    if proc.returncode != 0:
+        detail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        raise ConfigError(f"--python: {python} is not a working Python: {detail}")
+    info: dict[str, Any] = json.loads(proc.stdout)
+    return Interpreter(info["executable"], info["base"], info["version"], info["prefix"], info["base_prefix"],
+                       tuple(info["sites"]), info["stdlib"], info["scripts"])
+
+
+@dataclass
+class ProjectEnv:
+    """The run's environment directory (``root``) layered on ``interp``."""
+
+    interp: Interpreter
+    root: Path
+
+    @property
+    def bin(self) -> Path:
+        return self.root / "bin"
+
+    @property
+    def python(self) -> Path:
+        return self.bin / "python"
+
+    @property
+    def site(self) -> Path:
+        return self.root / "lib" / f"python{self.interp.minor}" / "site-packages"
+
+    def kernel_site(self) -> str | None:
+        """The directory the kernel adds after its own packages, when the Python versions match."""
+        same = self.interp.minor == f"{sys.version_info[0]}.{sys.version_info[1]}"
+        return str(self.site) if same else None
+
+    def env(self, path: str) -> dict[str, str]:
+        return {"PATH": os.pathsep.join([str(self.bin), path]), "VIRTUAL_ENV": str(self.root)}
+
+    def readable(self) -> list[str]:
+        return [*self.interp.dirs(), str(self.root)]
+
+    def describe(self) -> str:
+        kernel = ("`import` in the kernel sees the same packages (after the kernel's own)" if self.kernel_site()
+                  else f"the kernel runs Python {sys.version.split()[0]}, so import the project's packages in "
+                  "`!python` commands rather than in the kernel")
+        return (f"`python`, `pip`, `pytest` and the project's console scripts resolve to {self.python} (a run "
+                f"environment layered on the project's Python {self.interp.version}, {self.interp.executable}); "
+                f"{kernel}.")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"root": str(self.root), "interp": self.interp.__dict__ | {"sites": list(self.interp.sites)}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ProjectEnv:
+        raw = dict(data["interp"])
+        raw["sites"] = tuple(raw["sites"])
+        return cls(Interpreter(**raw), Path(data["root"]))
+
+
+def create(root: Path, interp: Interpreter, redirect: tuple[str, str] | None) -> ProjectEnv:
+    """Write a virtual environment at ``root`` by hand (a venv is a pyvenv.cfg and a symlink: ~1 ms, where
+    ``python -m venv`` takes ~100 ms) with the layering hook and console-script twins."""
+    env = ProjectEnv(interp, root)
+    env.bin.mkdir(parents=True, exist_ok=True)
+    env.site.mkdir(parents=True, exist_ok=True)
+    base = os.path.realpath(interp.base)
+    (root / "pyvenv.cfg").write_text(f"home = {os.path.dirname(base)}\ninclude-system-site-packages = false\n"
+                                     f"version = {interp.version}\n", encoding="utf-8")
+    for name in ("python", "python3", f"python{interp.minor}"):
+        (env.bin / name).symlink_to(base)
+    layer = {"sites": list(interp.sites), "redirect": list(redirect) if redirect else None}
+    (env.site / project_layer.CONFIG).write_text(json.dumps(layer), encoding="utf-8")
+    shutil.copyfile(project_layer.__file__, env.site / "_prime_ci_layer.py")
+    (env.site / "_prime_ci_layer.pth").write_text("import _prime_ci_layer\n", encoding="utf-8")
+    _script_twins(interp, env)
+    return env
+
+
+def _script_twins(interp: Interpreter, env: ProjectEnv) -> None:
+    """Console scripts whose shebang names the project's interpreter, re-pointed at the environment's."""
+    own = {os.path.realpath(p) for p in (interp.executable, interp.base)}
+    scripts = Path(interp.scripts)
+    entries = sorted(scripts.iterdir()) if scripts.is_dir() else []
+    for path in entries:
+        target = env.bin / path.name
+        if target.exists() or path.name.startswith(("python", "activate", "Activate")) or not path.is_file():
+            continue
+        try:
+            with path.open("rb") as handle:
+                head = handle.read(MAX_SCRIPT + 1)
+        except OSError:
+            continue
+        if not head.startswith(b"#!") or len(head) > MAX_SCRIPT:
+            continue
+        first, _, rest = head.partition(b"\n")
+        words = first[2:].split()
+        if not words or os.path.realpath(os.fsdecode(words[0])) not in own:
+            continue
+        target.write_bytes(b"#!" + os.fsencode(env.python) + b"\n" + rest)
+        target.chmod(0o755)
+    for name in ("pip", "pip3"):
+        shim = env.bin / name
+        if not shim.exists():
+            shim.write_text(f'#!/bin/sh\nexec "{env.python}" -m pip "$@"\n', encoding="utf-8")
+            shim.chmod(0o755)

@@ -1,0 +1,92 @@
+"""Host side of the host <-> kernel channel: a unix socket, one JSON request and reply per connection.
+
+The host serves the socket on the same asyncio loop that awaits the running cell, so a cell that calls
+``await gates.run()`` or ``await rlm(...)`` is answered while the host is still waiting for that cell: no
+deadlock. The kernel side (``prime_ci.kernel.api``) uses a blocking socket on a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+MAX_REQUEST = 4 * 1024 * 1024
+
+
+class Refused(Exception):
+    """A request the host declines; its message goes back to the cell as the error."""
+
+
+class Bridge:
+    def __init__(self, directory: Path | None = None) -> None:
+        """``directory``: an empty private directory for the socket (removed on close), else a new temp dir."""
+        self._dir = directory or Path(tempfile.mkdtemp(prefix="pci-"))  # short: unix sockets are capped at 108 bytes
+        self.path = self._dir / "bridge.sock"
+        self._handlers: dict[str, Handler] = {}
+        self._server: asyncio.AbstractServer | None = None
+        self.failures: list[BaseException] = []
+
+    def register(self, op: str, handler: Handler) -> None:
+        self._handlers[op] = handler
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=MAX_REQUEST)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            line = await reader.readline()
+            reply = await self._dispatch(line)
+            writer.write(json.dumps(reply, default=str).encode() + b"\n")
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
+            pass  # the cell went away (interrupt, restart) or sent garbage: nothing to answer
+        finally:
+            writer.close()
+
+    async def _dispatch(self, line: bytes) -> dict[str, Any]:
+        try:
+            request = json.loads(line)
+            op = request.pop("op")
+        except (ValueError, KeyError, AttributeError, TypeError):
+            return {"ok": False, "error": "malformed bridge request"}
+        handler = self._handlers.get(op)
+        if handler is None:
+            return {"ok": False, "error": f"unknown operation {op!r}"}
+        try:
+            return {"ok": True, "result": await handler(request)}
+        except Refused as exc:
+            return {"ok": False, "error": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - a host bug must not hang the cell; the run ends with exit 70
+            self.failures.append(exc)
+            return {"ok": False, "error": f"internal error in prime-ci: {type(exc).__name__}: {exc}"}
+
+
+async def request(path: str, op: str, **args: Any) -> Any:
+    """Async client: one request to a bridge; returns the result or raises Refused with its error."""
+    reader, writer = await asyncio.open_unix_connection(path, limit=64 * 1024 * 1024)
+    try:
+        writer.write(json.dumps({"op": op, **args}).encode() + b"\n")
+        await writer.drain()
+        line = await reader.readline()
+    finally:
+        writer.close()
+    if not line:
+        raise ConnectionError(f"{op}: the host closed the connection without a reply")
+    reply = json.loads(line)
+    if not reply.get("ok"):
+        raise Refused(reply.get("error", "unknown error"))
+    return reply.get("result")
