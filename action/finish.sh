@@ -12,7 +12,11 @@ if [[ $code == 0 ]]; then
   echo "prime-ci: ${reason:-completed} (exit 0)"
   exit 0
 fi
-message="prime-ci exited $code${reason:+ ($reason)}; see the step summary and the uploaded artifacts"
+message="prime-ci exited $code${reason:+ ($reason)}"
+case "$code" in
+  9) message+=": a setup command failed before any model call; its log is in the step summary and in setup/ of the uploaded artifacts" ;;
+  *) message+="; see the step summary and the uploaded artifacts" ;;
+esac
 if [[ ${INPUT_CONTINUE_ON_ERROR:-false} == true ]]; then
   echo "::warning title=prime-ci::$message (continue-on-error: true)"
   exit 0

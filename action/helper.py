@@ -4,17 +4,23 @@
     helper.py split-args TEXT                          shell-like split, NUL-separated, nothing evaluated
     helper.py budgets TEXT                             "max-turns=30 max-wall=20m" -> NUL-separated flags
     helper.py outputs CODE OUT_DIR [ARTIFACT]          step outputs (key=value lines) from OUT_DIR/result.json
+    helper.py setup-failure OUT_DIR                    markdown: the tail of the failed setup command's log
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
 MAX_UNTRUSTED_BYTES = 512 * 1024
+SETUP_TAIL_LINES = 40
+SETUP_TAIL_BYTES = 16 * 1024
+ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 BUDGET_KEYS = ("max-turns", "max-tokens", "max-wall", "max-cost", "cell-timeout", "max-gate-retries", "max-depth",
                "max-children")  # fmt: skip
 # (event payload path, heading) in the order they are written; absent fields are skipped.
@@ -116,6 +122,48 @@ def outputs(code: str, out_dir: str, artifact: str = "") -> list[str]:
     ]
 
 
+def _tail(path: Path) -> str:
+    with path.open("rb") as handle:
+        size = handle.seek(0, 2)
+        handle.seek(max(0, size - SETUP_TAIL_BYTES))
+        raw = handle.read()
+    text = CONTROL.sub("", ANSI.sub("", raw.decode("utf-8", errors="replace").replace("\r\n", "\n")))
+    lines = text.rstrip("\n").split("\n")
+    if size > SETUP_TAIL_BYTES:
+        lines = lines[1:]  # the first line read is most likely cut
+    return "\n".join(lines[-SETUP_TAIL_LINES:])
+
+
+def setup_failure(out_dir: str) -> str:
+    """The failed setup command (result.json ``setup``) and the end of its log, for the step summary: exit 9
+    stops the run before any model call, and the log says why (a missing dependency, no network...)."""
+    root = Path(out_dir).resolve()
+    try:
+        result = json.loads((root / "result.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return ""
+    setup = result.get("setup") if isinstance(result, dict) else None
+    failed = [s for s in setup if isinstance(s, dict) and not s.get("passed")] if isinstance(setup, list) else []
+    if not failed:
+        return ""
+    entry = failed[-1]
+    name = re.sub(r"[^A-Za-z0-9._-]", "", str(entry.get("name", "")))[:100] or "setup"
+    log = str(entry.get("log") or "")
+    path = (root / log).resolve()
+    try:
+        if not log or not path.is_relative_to(root):
+            raise FileNotFoundError(log)
+        text = _tail(path)
+    except OSError:
+        return f"### Setup `{name}` failed\n\nIts log is missing from the artifacts.\n"
+    shown = re.sub(r"[^A-Za-z0-9._/-]", "", log)
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    return (
+        f"### Setup `{name}` failed: the end of `{shown}`\n\n"
+        f"The whole log is in the uploaded artifacts.\n\n{fence}text\n{text}\n{fence}\n"
+    )
+
+
 def main(argv: list[str]) -> int:
     try:
         match argv:
@@ -129,6 +177,8 @@ def main(argv: list[str]) -> int:
                 sys.stdout.write("".join(a + "\0" for a in budgets(text)))
             case ["outputs", code, out_dir, *artifact] if len(artifact) <= 1:
                 sys.stdout.write("".join(line + "\n" for line in outputs(code, out_dir, *artifact)))
+            case ["setup-failure", out_dir]:
+                sys.stdout.write(setup_failure(out_dir))
             case _:
                 raise UsageError(f"usage: {__doc__}")
     except UsageError as exc:

@@ -45,6 +45,34 @@ helper_words() {  # helper_words ARRAY SUBCOMMAND TEXT: the helper's NUL-separat
   rm -f "$tmp"
 }
 
+commands() {  # commands FLAG TEXT: one FLAG per line of TEXT, leading blanks trimmed, '#' lines skipped
+  local line
+  while IFS= read -r line; do
+    line=${line#"${line%%[![:space:]]*}"}
+    [[ -z $line || $line == \#* ]] || args+=("$1" "$line")
+  done <<<"$2"
+}
+
+paths() {  # paths FLAG TEXT: one FLAG per non-empty line of TEXT, blanks trimmed on both sides
+  local line
+  while IFS= read -r line; do
+    line=${line#"${line%%[![:space:]]*}"}
+    line=${line%"${line##*[![:space:]]}"}
+    [[ -z $line ]] || args+=("$1" "$line")
+  done <<<"$2"
+}
+
+without_dir() {  # without_dir DIR PATHLIST: PATHLIST minus every entry that is DIR (same file, any spelling)
+  local entry kept=() entries dropped=false
+  IFS=: read -r -a entries <<<"$2"
+  for entry in "${entries[@]}"; do
+    if [[ -n $entry && $entry -ef $1 ]]; then dropped=true; else kept+=("$entry"); fi
+  done
+  if [[ $dropped == false ]]; then printf '%s' "$2"; return; fi
+  local IFS=:
+  printf '%s' "${kept[*]}"
+}
+
 bool() {  # bool NAME VALUE -> 0 for true, 1 for false; anything else is a usage error
   case "${2,,}" in
     true) return 0 ;;
@@ -70,15 +98,9 @@ args=(run "${INPUT_REPO:-.}" --out "$out")
 [[ -z ${INPUT_TASK_FILE:-} ]] || args+=(--task-file "$INPUT_TASK_FILE")
 [[ -z ${INPUT_MODEL:-} ]] || args+=(--model "$INPUT_MODEL")
 [[ -z ${INPUT_API_BASE:-} ]] || args+=(--api-base "$INPUT_API_BASE")
-while IFS= read -r line; do
-  line=${line#"${line%%[![:space:]]*}"}
-  [[ -z $line || $line == \#* ]] || args+=(--gate "$line")
-done <<<"${INPUT_GATES:-}"
-while IFS= read -r line; do
-  line=${line#"${line%%[![:space:]]*}"}
-  line=${line%"${line##*[![:space:]]}"}
-  [[ -z $line ]] || args+=(--gates-file "$line")
-done <<<"${INPUT_GATES_FILE:-}"
+commands --gate "${INPUT_GATES:-}"
+commands --setup "${INPUT_SETUP:-}"
+paths --gates-file "${INPUT_GATES_FILE:-}"
 [[ -z ${INPUT_GATES_FROM:-} ]] || args+=(--gates-from "$INPUT_GATES_FROM")
 if [[ -n ${INPUT_BUDGETS:-} ]]; then
   budget_flags=()
@@ -89,6 +111,9 @@ fi
 if bool propose "${INPUT_PROPOSE:-}"; then args+=(--propose); fi
 [[ -z ${INPUT_SANDBOX:-} ]] || args+=(--sandbox "$INPUT_SANDBOX")
 if bool require-changes "${INPUT_REQUIRE_CHANGES:-}"; then args+=(--require-changes); fi
+[[ -z ${INPUT_PYTHON:-} ]] || args+=(--python "$INPUT_PYTHON")
+paths --sandbox-ro "${INPUT_SANDBOX_RO:-}"
+if bool include-dirty "${INPUT_INCLUDE_DIRTY:-}"; then args+=(--include-dirty); fi
 
 # Event text (PR title/body, comments) and any caller-supplied untrusted file become one data file.
 untrusted=$(mktemp "${RUNNER_TEMP:-/tmp}/prime-ci-untrusted.XXXXXX")
@@ -104,11 +129,24 @@ if [[ -n ${INPUT_EXTRA_ARGS:-} ]]; then
   args+=("${extra[@]}")
 fi
 
+# The project's interpreter (input python empty: REPO's .venv, else python3 on the job's PATH) is never
+# prime-ci's private virtualenv: the install step does not put it on PATH, and should the job have done so,
+# its bin directory is dropped here, for the run only (a virtualenv's bin only, never a system directory).
+run_path=${PATH:-}
+unset_venv=()
+for tool in "$PRIME_CI_BIN" "$py"; do
+  [[ $tool == */* ]] || continue
+  dir=$(dirname "$tool")
+  [[ -f $dir/../pyvenv.cfg ]] || continue
+  run_path=$(without_dir "$dir" "$run_path")
+  if [[ -n ${VIRTUAL_ENV:-} && $VIRTUAL_ENV/bin -ef $dir ]]; then unset_venv=(-u VIRTUAL_ENV); fi
+done
+
 echo "prime-ci ${args[*]@Q}"
 set +e
 # The agent stage holds no GitHub credentials: whatever token the job has stays out of the run's tree.
 env -u GH_TOKEN -u GITHUB_TOKEN -u ACTIONS_RUNTIME_TOKEN -u ACTIONS_ID_TOKEN_REQUEST_TOKEN \
-  -u ACTIONS_ID_TOKEN_REQUEST_URL "$PRIME_CI_BIN" "${args[@]}"
+  -u ACTIONS_ID_TOKEN_REQUEST_URL "${unset_venv[@]}" PATH="$run_path" "$PRIME_CI_BIN" "${args[@]}"
 code=$?
 set -e
 
@@ -116,6 +154,11 @@ set -e
 if [[ $code != 2 && -s $out/summary.md ]]; then  # exit 2: nothing started, a summary.md there is older
   # The step summary is capped at 1 MiB per step by GitHub.
   head -c 900000 "$out/summary.md" >>"$summary"
+  if [[ $code == 9 ]]; then  # setup_failed: no model call was made; the log's end says why
+    printf '\n' >>"$summary"
+    "$py" "$here/helper.py" setup-failure "$out" >>"$summary" \
+      || echo "::warning title=prime-ci::cannot show the failed setup command's log; see setup/ in the artifacts"
+  fi
 else
   printf '## ❌ prime-ci exited %s before writing a summary\n\nSee the step log for the error.\n' "$code" >>"$summary"
 fi

@@ -193,10 +193,29 @@ def test_action_steps_take_inputs_only_through_env() -> None:
                 assert step["uses"].split("@")[1] == PINS[step["uses"].split("@")[0]][0]
     inputs = load_yaml(ROOT / "action.yml")["inputs"]
     mirrored = ["task", "task-file", "model", "api-base", "gates", "gates-file", "gates-from", "budgets",
-                "harness-branch", "propose", "sandbox", "require-changes", "python-version", "extra-args"]  # fmt: skip
+                "harness-branch", "propose", "sandbox", "require-changes", "python-version", "extra-args", "setup",
+                "python", "sandbox-ro", "include-dirty"]  # fmt: skip
     assert set(mirrored) <= set(inputs)
     outputs = load_yaml(ROOT / "action.yml")["outputs"]
     assert {"exit-code", "stop-reason", "result", "total-tokens", "cost-usd", "changed-files"} <= set(outputs)
+    assert "9 setup failed" in outputs["exit-code"]["description"]
+
+
+def test_every_run_input_reaches_run_sh() -> None:
+    """Each input of `prime-ci run` is passed to the run step as INPUT_<NAME> and read by run.sh."""
+    action = load_yaml(ROOT / "action.yml")
+    run_env = next(s for s in action["runs"]["steps"] if s.get("id") == "run")["env"]
+    script = (ROOT / "action" / "run.sh").read_text()
+    for name in ("setup", "python", "sandbox-ro", "include-dirty", "gates", "gates-file", "extra-args"):
+        var = "INPUT_" + name.upper().replace("-", "_")
+        assert run_env.get(var) == f"${{{{ inputs.{name} }}}}", var
+        assert var in script, var
+    assert action["inputs"]["include-dirty"]["default"] == "false"
+
+
+def test_setup_logs_are_uploaded() -> None:
+    upload = next(s for s in load_yaml(ROOT / "action.yml")["runs"]["steps"] if "upload-artifact" in s.get("uses", ""))
+    assert "${{ steps.run.outputs.out-dir }}/setup/" in upload["with"]["path"].splitlines()
 
 
 # --- acceptance 2: the composite's steps, run locally ----------------------------------------------------
@@ -252,6 +271,8 @@ def action_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ActionRun]:
         "INPUT_BUDGETS": f"max-turns={flags['max_turns']}, max-wall={flags['max_wall']}",
         "INPUT_SANDBOX": "off", "INPUT_PROPOSE": "false", "INPUT_REQUIRE_CHANGES": "true",
         "INPUT_EVENT_TEXT": "true", "INPUT_EXTRA_ARGS": "--max-gate-retries 2 --cell-timeout '2m'",
+        "INPUT_SETUP": "# prepare the worktree\n  python -c \"print('setup ran')\"\n\n",
+        "INPUT_PYTHON": sys.executable, "INPUT_SANDBOX_RO": f"  {tmp}  \n\n", "INPUT_INCLUDE_DIRTY": "false",
     })  # fmt: skip
     proc = subprocess.run(["bash", str(ROOT / "action" / "run.sh")], cwd=tmp, env=env, capture_output=True,
                           text=True, timeout=300)  # fmt: skip
@@ -289,6 +310,18 @@ def test_run_step_builds_the_command_from_inputs(action_run: ActionRun) -> None:
         assert pair in pairs, pair
     assert "--require-changes" in argv and "--propose" not in argv
     assert argv.count("--gate") == 1, "comment lines of the gates input are not gates"
+    for pair in [("--setup", "python -c \"print('setup ran')\""), ("--python", sys.executable),
+                 ("--sandbox-ro", str(action_run.tmp))]:  # fmt: skip
+        assert pair in pairs, pair
+    assert argv.count("--setup") == 1 and argv.count("--sandbox-ro") == 1 and "--include-dirty" not in argv
+
+
+def test_run_step_runs_setup_with_the_given_interpreter(action_run: ActionRun) -> None:
+    result = json.loads((action_run.out / "result.json").read_text())
+    assert result["python"] == sys.executable
+    assert [(s["name"], s["passed"]) for s in result["setup"]] == [("python", True)]
+    assert (action_run.out / "setup" / "python.log").read_text().strip() == "setup ran"
+    assert "### Setup" in action_run.summary
     assert "GH_TOKEN=unset GITHUB_TOKEN=unset" in action_run.child_env, "no GitHub token reaches the run"
 
 
@@ -310,6 +343,8 @@ def test_finish_step_fails_with_the_exit_code_unless_asked_not_to(tmp_path: Path
     allowed = finish("3", "true")
     assert allowed.returncode == 0 and "::warning" in allowed.stdout
     assert finish("", "false").returncode == 70
+    setup_failed = finish("9", "false")
+    assert setup_failed.returncode == 9 and "a setup command failed before any model call" in setup_failed.stdout
 
 
 def run_step(tmp: Path, **inputs: str) -> tuple[subprocess.CompletedProcess[str], dict[str, str], str]:
@@ -335,6 +370,7 @@ def test_run_step_refuses_when_the_trigger_gate_did(tmp_path: Path) -> None:
         ({"INPUT_BUDGETS": "max-turns=3 max-money=9"}, "unknown key 'max-money'"),
         ({"INPUT_BUDGETS": "max-turns"}, "expected key=value"),
         ({"INPUT_PROPOSE": "yes"}, "input propose: expected true or false"),
+        ({"INPUT_INCLUDE_DIRTY": "1"}, "input include-dirty: expected true or false"),
         ({"INPUT_EXTRA_ARGS": "--ref 'unterminated"}, "input extra-args"),
     ],
 )
@@ -354,6 +390,89 @@ def test_run_step_never_reports_an_older_runs_result(action_run: ActionRun, tmp_
     assert proc.returncode == 0, proc.stderr
     assert (out["exit-code"], out["stop-reason"], out["result"]) == ("2", "", ""), "prime-ci refused the used dir"
     assert "before writing a summary" in summary
+
+
+def test_run_step_setup_failure_with_the_jobs_python(tmp_path: Path) -> None:
+    """`python` empty: the project's interpreter is python3 on the job's PATH, even when prime-ci's private
+    virtualenv is on PATH first (activated). A failing setup command is exit 9, before any model call, and
+    reaches the outputs, the step summary (with the end of its log) and finish.sh. include-dirty: true starts
+    from the checkout's uncommitted changes."""
+    flags, cleanup = demo_flags(None)
+    try:
+        private = tmp_path / "prime-ci-venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(private)], check=True)
+        (private / "bin" / "prime-ci").write_text(f'#!/usr/bin/env bash\nexec "{PRIME_CI}" "$@"\n')
+        (private / "bin" / "prime-ci").chmod(0o755)
+        job_bin = tmp_path / "job-bin"
+        job_bin.mkdir()
+        (job_bin / "python3").symlink_to(os.path.realpath(sys.executable))
+        repo = Path(flags["repo"])
+        (repo / "generated.txt").write_text("made by an earlier step\n")
+        setup = "# first\ntrue\n  printf 'Collecting flux\\n```injected\\nno network\\n' && exit 3\n"
+        env = {"PATH": f"{private / 'bin'}{os.pathsep}{job_bin}{os.pathsep}{os.environ['PATH']}",
+               "VIRTUAL_ENV": str(private), "GATE_ALLOWED": "true", "PRIME_CI_BIN": str(private / "bin" / "prime-ci"),
+               "PRIME_CI_PYTHON": str(private / "bin" / "python"), "INPUT_REPO": str(repo), "INPUT_TASK": "t",
+               "INPUT_MODEL": flags["model"], "INPUT_GATES": "true", "INPUT_SANDBOX": "off",
+               "INPUT_INCLUDE_DIRTY": "true", "INPUT_EVENT_TEXT": "false", "INPUT_SETUP": setup}  # fmt: skip
+        proc, out, summary = run_step(tmp_path, **env)
+    finally:
+        cleanup()
+    assert proc.returncode == 0, proc.stderr
+    assert "--python" not in proc.stdout and "--include-dirty" in proc.stdout
+    assert (out["exit-code"], out["stop-reason"], out["success"]) == ("9", "setup_failed", "false")
+    result = json.loads(Path(out["result"]).read_text())
+    assert result["exit_code"] == 9 and result["usage"]["turns"] == 0
+    assert [(s["name"], s["passed"]) for s in result["setup"]] == [("true", True), ("printf", False)]
+    assert result["python"] == str(job_bin / "python3"), "the job's python3, not prime-ci's private virtualenv"
+    assert not result["python"].startswith(str(private))
+    assert result["dirty"] == ["generated.txt"] and result["snapshot_of"]
+    assert "setup_failed" in summary and "### Setup `printf` failed: the end of `setup/printf.log`" in summary
+    assert "````text\nCollecting flux\n```injected\nno network\n````" in summary, "the log cannot end the fence"
+    env = {**base_env(tmp_path), "EXIT_CODE": out["exit-code"], "STOP_REASON": out["stop-reason"]}
+    finish = subprocess.run(["bash", str(ROOT / "action" / "finish.sh")], env=env, capture_output=True, text=True)
+    assert finish.returncode == 9 and "prime-ci exited 9 (setup_failed)" in finish.stdout
+
+
+def action_helper() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("action_helper", ROOT / "action" / "helper.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_setup_failure_summary_reads_only_the_artifacts(tmp_path: Path) -> None:
+    helper = action_helper()
+    (tmp_path / "secret.txt").write_text("outside\n")
+    out = tmp_path / "out"
+    (out / "setup").mkdir(parents=True)
+    entry = {"name": "pip", "command": "pip install", "passed": False, "exit_code": 1, "log": "../secret.txt"}
+    (out / "result.json").write_text(json.dumps({"setup": [entry]}))
+    assert "outside" not in helper.setup_failure(str(out)) and "missing" in helper.setup_failure(str(out))
+    lines = [f"line {i} \x1b[31mred\x1b[0m\u202e" for i in range(5000)]
+    (out / "setup" / "pip.log").write_text("\n".join(lines) + "\n")
+    (out / "result.json").write_text(json.dumps({"setup": [{**entry, "log": "setup/pip.log"}]}))
+    text = helper.setup_failure(str(out))
+    assert "line 4999 red\n```" in text and "line 4959 red" not in text and "\x1b" not in text
+    assert "\u202e" not in text and len(text) < 4000
+    (out / "result.json").write_text(json.dumps({"setup": [{**entry, "passed": True}]}))
+    assert helper.setup_failure(str(out)) == ""
+
+
+def test_example_runs_prepare_a_fresh_worktree() -> None:
+    """Every example run installs the project's dependencies through setup (the run works in a fresh clone,
+    its gates in a sandbox without network); the benchmark gate's files outside the workspace are visible."""
+    for path in WORKFLOWS:
+        for name, job in load_yaml(path)["jobs"].items():
+            for step in job["steps"]:
+                if "prime-ci/prime-ci@" in step.get("uses", ""):
+                    assert "pip install" in step["with"].get("setup", ""), f"{path.name}:{name}"
+    bench = load_yaml(ROOT / "examples" / "workflows" / "benchmark-gate.yml")["jobs"]["improve"]["steps"]
+    prime = next(s for s in bench if s.get("id") == "prime")["with"]
+    assert prime["sandbox-ro"] == "${{ runner.temp }}/bench" and "pytest-benchmark" in prime["setup"]
+    assert prime["python"] == "${{ steps.python.outputs.python-path }}"
+    assert '"$RUNNER_TEMP/bench/benchmark_threshold.py" .prime-ci/benchmark.json' in prime["gates"]
+    assert not any(s.get("name") == "Install the project" for s in bench), "the job does not install before the run"
 
 
 def test_report_step_over_shard_dirs(action_run: ActionRun, tmp_path: Path) -> None:
@@ -808,7 +927,7 @@ def test_sanitize_neutralises_mentions_references_and_links() -> None:
 def test_publish_stages_exactly_the_harness_files_prime_ci_commits(tmp_path: Path) -> None:
     """publish/helper.py runs without prime-ci installed, so it has its own twin of the harness file rule:
     the two must pick the same files (no hidden files or dirs, no caches, no symlinks)."""
-    from prime_ci.harness_branch import PREFIX, _harness_files
+    from prime_ci.harness.branch import PREFIX, _harness_files
 
     src = tmp_path / "harness"
     for rel in ("notes/a.md", "skills/edit/SKILL.md", "skills/edit/pkg/__init__.py", "history.jsonl"):
