@@ -1,1 +1,3 @@
-"""rlm sub-agents: the root's family (spawning, routing, the shared ledger) and the child host (``python -m prime_ci.child``)."""
+"""rlm sub-agents: the root's family (spawning, routing, the shared ledger) and the child host (``python -m
+prime_ci.child``).
+"""

@@ -1,1 +1,3 @@
-"""The continual harness: entries, the store with history and rollback, the prompt section, skills, refinement, the harness branch."""
+"""The continual harness: entries, the store with history and rollback, the prompt section, skills, refinement, the
+harness branch.
+"""

@@ -1,1 +1,3 @@
-"""What model-written code may see and touch: worktrees and hardened git, the sandbox, the project's environment, processes, redaction, untrusted text."""
+"""What model-written code may see and touch: worktrees and hardened git, the sandbox, the project's environment,
+processes, redaction, untrusted text.
+"""
