@@ -1,8 +1,8 @@
-"""Command line: click commands and exit codes, nothing else."""
+"""Command line: ``run``, ``demo``, ``resume``, ``show``, ``schema``, ``gates``, ``report``, the child entry, and
+``main`` (exit codes and one-line errors)."""
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
@@ -12,58 +12,8 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from prime_ci import __version__
+from prime_ci.cli.app import NONNEG, POS, cli, host_setup, print_outcome, say
 from prime_ci.errors import PrimeCIError
-
-POS = click.IntRange(min=1)
-NONNEG = click.IntRange(min=0)
-
-
-@functools.cache
-def _console() -> Any:
-    from rich.console import Console
-
-    return Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-def _say(text: str) -> None:
-    if sys.stderr.isatty():
-        _console().print(f"[dim]prime-ci:[/dim] {text}", markup=True)
-    else:  # CI logs: plain lines, without rich's per-line rendering cost (nor its markup parser if no tags)
-        if "[" in text:
-            from rich.markup import render
-
-            text = render(text).plain
-        sys.stderr.write(f"prime-ci: {text}\n")
-        sys.stderr.flush()
-
-
-def _host_setup() -> None:
-    """Secrets to mask in every artifact; adopt orphans (setsid escapees) so they can be reaped."""
-    from prime_ci.isolation import redact
-    from prime_ci.isolation.procs import enable_subreaper
-    from prime_ci.isolation.sandbox import make_undumpable
-
-    redact.register_environment()
-    enable_subreaper()
-    make_undumpable()
-
-
-def _finish(result: dict[str, Any], as_json: bool) -> int:
-    code = int(result["exit_code"])
-    color = "green" if code == 0 else "red"
-    usage = result["usage"]
-    _say(f"[bold {color}]{result['stop_reason']}[/] (exit {code}) · {usage['turns']} turns · "
-         f"{usage['total_tokens']} tokens · {result['wall_s']:.1f}s · artifacts: {result['out_dir']}")
-    if as_json:
-        click.echo(json.dumps(result, indent=2))
-    return code
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
-@click.version_option(__version__, prog_name="prime-ci")
-def cli() -> None:
-    """prime-ci: let a model work on a repository in CI until quality gates pass or a budget runs out."""
 
 
 @cli.command()
@@ -117,16 +67,16 @@ def run(ctx: click.Context, /, **params: Any) -> int:
         if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
         or name == "repo"
     }
-    _host_setup()
+    host_setup()
     prep = prepare(flags)  # a litellm route starts importing litellm here, overlapping the kernel start
-    _say(f"run {prep.run_id}: {prep.worktree.source} @ {prep.worktree.base_commit[:12]} -> {prep.out}")
+    say(f"run {prep.run_id}: {prep.worktree.source} @ {prep.worktree.base_commit[:12]} -> {prep.out}")
     if prep.worktree.dirty:
         from rich.markup import escape
 
         from prime_ci.artifacts.report import dirty_note
 
-        _say(f"[yellow]warning:[/] {escape(dirty_note(prep.worktree.dirty, prep.worktree.snapshot_of is not None))}")
-    return _finish(execute(prep, _say), params["json_output"])
+        say(f"[yellow]warning:[/] {escape(dirty_note(prep.worktree.dirty, prep.worktree.snapshot_of is not None))}")
+    return print_outcome(execute(prep, say), params["json_output"])
 
 
 @cli.command()
@@ -138,12 +88,12 @@ def demo(out: Path | None, json_output: bool) -> int:
     from prime_ci.engine.prepare import prepare
     from prime_ci.engine.run import execute
 
-    _host_setup()
+    host_setup()
     flags, cleanup = demo_flags(out)
     try:
         prep = prepare(flags)
-        _say(f"demo run {prep.run_id}: a failing test, a replayed model that fixes it -> {prep.out}")
-        return _finish(execute(prep, _say), json_output)
+        say(f"demo run {prep.run_id}: a failing test, a replayed model that fixes it -> {prep.out}")
+        return print_outcome(execute(prep, say), json_output)
     finally:
         cleanup()
 
@@ -195,10 +145,10 @@ def gates(
     if not specs:
         raise click.UsageError("no gates: give --gate or --gates-file")
     options = Standalone(sandbox=sandbox, python=python, sandbox_ro=list(sandbox_ro), pass_env=list(pass_env))
-    results = asyncio.run(standalone(specs, Path.cwd(), logs.resolve(), options, _say))
+    results = asyncio.run(standalone(specs, Path.cwd(), logs.resolve(), options, say))
     for r in results:
         state = "pass" if r.passed else ("timeout" if r.timed_out else "FAIL")
-        _say(f"gate {r.name}: {state}{' (flaky)' if r.flaky else ''} exit {r.exit_code} in {r.duration_s:.1f}s "
+        say(f"gate {r.name}: {state}{' (flaky)' if r.flaky else ''} exit {r.exit_code} in {r.duration_s:.1f}s "
              f"-> {r.log_path}")
     if junit is not None:
         write_gates_junit(results, junit)
@@ -219,138 +169,6 @@ def child(spec: Path) -> int:
     return child_main(spec)
 
 
-def _harness_store(path: Path, *, must_exist: bool = True) -> Any:
-    from prime_ci.harness.store import HarnessStore
-
-    if must_exist and not path.is_dir():
-        raise click.UsageError(f"--harness: directory not found: {path}")
-    return HarnessStore(path)
-
-
-def _echo_diff(store: Any, changeset: Any) -> None:
-    for op in changeset.ops:
-        rel = store.path(op.kind, op.name).relative_to(store.root).as_posix()
-        click.echo(op.diff(rel), nl=False)
-
-
-HARNESS_DIR = click.option("--harness", "harness_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
-                           help="Harness state directory.")
-HARNESS_KINDS = click.Choice(["prompt", "memory", "skill", "subagent"])
-
-
-@cli.group("harness")
-def harness_group() -> None:
-    """Inspect, review and roll back the continual harness."""
-
-
-@harness_group.command("list")
-@HARNESS_DIR
-def harness_list(harness_dir: Path) -> int:
-    """List the entries: kind, name, trust, description."""
-    from prime_ci.harness.frontmatter import one_line
-
-    entries = _harness_store(harness_dir).list()
-    for e in entries:
-        click.echo(f"{e.kind:<9} {e.name:<28} {e.trust:<9} {one_line(e.description, 80)}")
-    if not entries:
-        _say("the harness has no entries")
-    return 0
-
-
-@harness_group.command("show")
-@click.argument("kind", type=HARNESS_KINDS)
-@click.argument("name")
-@HARNESS_DIR
-def harness_show(kind: str, name: str, harness_dir: Path) -> int:
-    """Print one entry file (frontmatter and body)."""
-    click.echo(_harness_store(harness_dir).read(kind, name).render(), nl=False)
-    return 0
-
-
-@harness_group.command("log")
-@HARNESS_DIR
-@click.option("--json", "json_output", is_flag=True, help="Print the change sets as JSON lines.")
-def harness_log(harness_dir: Path, json_output: bool) -> int:
-    """List the change sets, newest first."""
-    from prime_ci.harness.frontmatter import one_line
-
-    for cs in reversed(_harness_store(harness_dir).history()):
-        if json_output:
-            click.echo(json.dumps(cs.to_json(), ensure_ascii=False))
-            continue
-        click.echo(f"{cs.id}  {cs.ts}  {cs.trigger:<8}  run {cs.source_run or '-'}  {one_line(cs.rationale, 70)}")
-        for op in cs.ops:
-            click.echo(f"    {op.op:<6} {op.target}" + (f"  ({one_line(op.evidence, 70)})" if op.evidence else ""))
-    return 0
-
-
-@harness_group.command("rollback")
-@click.argument("changeset_id", metavar="ID")
-@HARNESS_DIR
-def harness_rollback(changeset_id: str, harness_dir: Path) -> int:
-    """Restore the state before change set ID (recorded as a new change set)."""
-    from rich.markup import escape
-
-    store = _harness_store(harness_dir)
-    cs = store.rollback(changeset_id, source_run="cli")
-    _echo_diff(store, cs)
-    _say(f"rolled back {escape(changeset_id)} as {cs.id}")
-    return 0
-
-
-@harness_group.command("trust")
-@click.argument("kind", type=HARNESS_KINDS)
-@click.argument("name")
-@HARNESS_DIR
-def harness_trust(kind: str, name: str, harness_dir: Path) -> int:
-    """Mark a reviewed entry trusted so that runs load it."""
-    from rich.markup import escape
-
-    cs = _harness_store(harness_dir).trust(kind, name, source_run="cli")
-    _say(f"{kind}:{escape(name)} " + (f"marked trusted ({cs.id})" if cs else "was already trusted"))
-    return 0
-
-
-@cli.command("refine")
-@click.argument("session", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@HARNESS_DIR
-@click.option("--model", envvar="PRIME_CI_MODEL", help="litellm model id, or replay:SESSION.jsonl.")
-@click.option("--api-base", envvar="PRIME_CI_API_BASE", help="Provider base URL.")
-@click.option("--instructions", help="What the refinement should focus on.")
-@click.option("--propose-to", type=click.Path(dir_okay=False, path_type=Path), help="Write a PR body here.")
-@click.option("--untrusted", is_flag=True, help="The session read untrusted input: new entries are untrusted.")
-def refine_cmd(session: Path, harness_dir: Path, model: str | None, api_base: str | None, instructions: str | None,
-               propose_to: Path | None, untrusted: bool) -> int:
-    """Refine the harness from a finished session (one model call); print the diff."""
-    import asyncio
-
-    from rich.markup import escape
-
-    from prime_ci.harness.branch import write_pr_body
-    from prime_ci.harness.refine import refine, session_run_id, session_untrusted
-    from prime_ci.model.routes import make_model
-    from prime_ci.session.log import read_session
-
-    if not model:
-        raise click.UsageError("--model is required (or set PRIME_CI_MODEL)")
-    store = _harness_store(harness_dir, must_exist=False)
-    parsed = read_session(session)
-    trust = "untrusted" if untrusted or session_untrusted(parsed) else "trusted"
-    outcome = asyncio.run(refine(make_model(model, api_base=api_base), store, session, instructions=instructions,
-                                 source_run=session_run_id(parsed, session), trust=trust))
-    if outcome.changeset is None:
-        _say(f"[red]plan rejected[/]: {escape(outcome.reason or '')} (recorded as {outcome.rejection_id} in "
-             f"{escape(str(store.rejected_path))})")
-        return 1
-    cs = outcome.changeset
-    _echo_diff(store, cs)
-    if propose_to is not None:
-        write_pr_body(propose_to, [cs], cs.rationale)
-    _say(f"applied {cs.id} ({len(cs.ops)} ops, {trust}); undo with: prime-ci harness rollback {cs.id} "
-         f"--harness {escape(str(harness_dir))}")
-    return 0
-
-
 @cli.command()
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--salvage", is_flag=True, help="Keep the valid records around damage in the middle of the log.")
@@ -360,15 +178,15 @@ def resume(out_dir: Path, salvage: bool, json_output: bool) -> int:
     from prime_ci.engine.prepare import prepare_resume
     from prime_ci.engine.run import execute
 
-    _host_setup()
+    host_setup()
     prepared = prepare_resume(out_dir, salvage=salvage)
     if isinstance(prepared, dict):
-        _say(f"run in {out_dir} had already finished")
-        return _finish({"out_dir": str(out_dir), "wall_s": 0.0, "usage": {"turns": 0, "total_tokens": 0},
+        say(f"run in {out_dir} had already finished")
+        return print_outcome({"out_dir": str(out_dir), "wall_s": 0.0, "usage": {"turns": 0, "total_tokens": 0},
                         **prepared}, json_output)
     prep, state = prepared
-    _say(f"resuming run {prep.run_id} after {len(state.session.entries)} entries -> {prep.out}")
-    return _finish(execute(prep, _say, resume=state, salvage=salvage), json_output)
+    say(f"resuming run {prep.run_id} after {len(state.session.entries)} entries -> {prep.out}")
+    return print_outcome(execute(prep, say, resume=state, salvage=salvage), json_output)
 
 
 def main() -> None:

@@ -1,0 +1,62 @@
+"""The click group, the progress line printer and the host set-up shared by every command."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from typing import Any
+
+import click
+
+from prime_ci import __version__
+
+POS = click.IntRange(min=1)
+NONNEG = click.IntRange(min=0)
+
+
+@functools.cache
+def console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def say(text: str) -> None:
+    if sys.stderr.isatty():
+        console().print(f"[dim]prime-ci:[/dim] {text}", markup=True)
+    else:  # CI logs: plain lines, without rich's per-line rendering cost (nor its markup parser if no tags)
+        if "[" in text:
+            from rich.markup import render
+
+            text = render(text).plain
+        sys.stderr.write(f"prime-ci: {text}\n")
+        sys.stderr.flush()
+
+
+def host_setup() -> None:
+    """Secrets to mask in every artifact; adopt orphans (setsid escapees) so they can be reaped."""
+    from prime_ci.isolation import redact
+    from prime_ci.isolation.procs import enable_subreaper
+    from prime_ci.isolation.sandbox import make_undumpable
+
+    redact.register_environment()
+    enable_subreaper()
+    make_undumpable()
+
+
+def print_outcome(result: dict[str, Any], as_json: bool) -> int:
+    code = int(result["exit_code"])
+    color = "green" if code == 0 else "red"
+    usage = result["usage"]
+    say(f"[bold {color}]{result['stop_reason']}[/] (exit {code}) · {usage['turns']} turns · "
+         f"{usage['total_tokens']} tokens · {result['wall_s']:.1f}s · artifacts: {result['out_dir']}")
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    return code
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="prime-ci")
+def cli() -> None:
+    """prime-ci: let a model work on a repository in CI until quality gates pass or a budget runs out."""
