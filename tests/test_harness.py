@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 from pathlib import Path
 
@@ -120,11 +122,18 @@ def test_apply_validates_everything_before_writing(tmp_path: Path) -> None:
     assert snapshot(tmp_path) == before
 
 
-def test_apply_restores_the_before_state_when_a_write_fails(tmp_path: Path) -> None:
+def test_apply_restores_the_before_state_when_a_write_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = HarnessStore(tmp_path)
     store.create("prompt", "style", "Prefer small diffs.", source_run="r0")
-    (tmp_path / "memories" / ".late.md.tmp").mkdir(parents=True)  # the temp file of the third write cannot be made
     before = snapshot(tmp_path)
+    real_replace = os.replace
+
+    def third_write_fails(src: str, dst: str) -> None:  # the rename of the third write (root ignores modes)
+        if str(dst).endswith("late.md"):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", third_write_fails)
     changes = [Change("create", "memory", "early", "fresh"), Change("update", "prompt", "style", "Changed."),
                Change("create", "memory", "late", "never written")]
     with pytest.raises(PersistenceError, match=r"late\.md"):

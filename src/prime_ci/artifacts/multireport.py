@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from prime_ci.artifacts import durable
 from prime_ci.artifacts.schemas import ResultModel
 from prime_ci.durations import format_duration
 from prime_ci.errors import ConfigError
@@ -149,3 +150,11 @@ def aggregate(out_dirs: list[Path]) -> tuple[str, dict[str, Any]]:
     totals = _totals(rows)
     data = {"version": REPORT_VERSION, "runs": rows, "totals": totals}
     return _markdown(rows, totals), data
+
+
+def write_report(markdown: str, data: dict[str, Any], *, out_md: Path | None, out_json: Path | None) -> None:
+    """The report's files (``--out-md``, ``--out-json``), written through ``durable`` (redacted, atomic)."""
+    if out_md is not None:
+        durable.write(out_md, markdown)
+    if out_json is not None:
+        durable.write_json(out_json, data)

@@ -18,7 +18,7 @@ from typing import Any
 
 import nbformat
 
-from prime_ci.artifacts.report import write_atomic
+from prime_ci.artifacts import durable
 from prime_ci.isolation.redact import redact
 from prime_ci.isolation.untrusted import clean_terminal_text
 
@@ -71,7 +71,7 @@ class NotebookWriter:
         # A rewrite only joins the already serialised cells: validating and re-encoding the whole notebook
         # on every cell made each rewrite several times slower. Sources stay single strings (v4 allows it).
         text = '{\n"cells": [\n' + ",\n".join(self._cells) + "\n]," + self._rest + "\n"
-        write_atomic(self.path, text.encode(), sync=sync)
+        durable.write(self.path, text, redacted=True, sync=sync)  # each cell was redacted once, in add()
         self._written = time.monotonic()
 
 

@@ -1,55 +1,13 @@
-"""Run artifacts: result.json, summary.md, patch.diff, junit.xml (gate logs are written by the gates)."""
+"""result.json and summary.md contents (files are written by ``artifacts.durable``; stop reasons and exit codes
+are ``engine.stops``)."""
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
 from typing import Any
 
 from prime_ci.durations import format_duration
-from prime_ci.errors import PersistenceError
-from prime_ci.isolation.redact import redact
 
 RESULT_VERSION = 1
-EXIT_CODES = {
-    "completed": 0, "gates_failed": 1, "max_turns": 3, "max_tokens": 3, "max_wall": 3, "max_cost": 3,
-    "model_error": 4, "sandbox_unavailable": 5, "persistence_error": 6, "security_stop": 7, "no_changes": 8,
-    "setup_failed": 9, "internal_error": 70,
-}
-
-
-def write_atomic(path: Path, data: str | bytes, *, sync: bool = True) -> None:
-    """temp file in the same directory -> fsync -> rename -> fsync the directory; errors are fatal.
-
-    ``sync=False`` skips both fsyncs (still atomic against a process crash) for derived, rewritable files."""
-    raw = redact(data).encode() if isinstance(data, str) else data
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(raw)
-            while view:
-                view = view[os.write(fd, view) :]
-            if sync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        if not sync:
-            return
-        dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError as exc:
-        raise PersistenceError(f"cannot write {path}: {exc.strerror}") from exc
-
-
-def write_json(path: Path, obj: Any) -> None:
-    write_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
 def dirty_note(paths: list[str], included: bool) -> str:

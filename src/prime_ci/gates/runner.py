@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from prime_ci.errors import ConfigError
+from prime_ci.artifacts.durable import describe
+from prime_ci.errors import ConfigError, PersistenceError
 from prime_ci.gates.failures import scan_log_failures
 from prime_ci.gates.fingerprint import DEFAULT_EXCLUDES, workspace_fingerprint
 from prime_ci.gates.junit import (
@@ -161,8 +162,12 @@ async def _attempt(
     junit_path = cwd / spec.junit if spec.junit else None
     junit_before = _junit_signature(junit_path)
     loop = asyncio.get_running_loop()
-    read_fd, write_fd = os.pipe()
-    with log_path.open("wb", buffering=0) as log:
+    try:
+        log = log_path.open("wb", buffering=0)
+    except OSError as exc:
+        raise PersistenceError(f"cannot write {log_path}: {describe(exc)}") from exc
+    with log:
+        read_fd, write_fd = os.pipe()
         sink = _Sink(log)
         try:
             transport, _ = await loop.connect_read_pipe(lambda: sink, os.fdopen(read_fd, "rb", buffering=0))
@@ -201,7 +206,7 @@ async def _attempt(
                 kill_tree(proc.pid, f"{MARKER_VAR}={token}".encode(), proc.pid)
             transport.close()
     if sink.error is not None:
-        raise sink.error
+        raise PersistenceError(f"cannot write {log_path}: {describe(sink.error)}") from sink.error
     exit_code = None if timed_out else (128 - returncode if returncode < 0 else returncode)
     failures = _read_junit(spec, cwd, junit_before)
     return exit_code, timed_out, sink.buffer.text(), sink.buffer.total, failures
@@ -230,10 +235,13 @@ async def run_gate(
 
     ``launcher``: an argv prefix for ``bash -c COMMAND`` (a sandbox command line ending in ``--``).
     """
-    log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{spec.name}.log"
-    for stale in log_dir.glob(f"{spec.name}.attempt-*.log"):
-        stale.unlink()
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        for stale in log_dir.glob(f"{spec.name}.attempt-*.log"):
+            stale.unlink()
+    except OSError as exc:
+        raise PersistenceError(f"cannot prepare the gate logs in {log_dir}: {describe(exc)}") from exc
     started = time.monotonic()
     attempts = 0
     while True:
@@ -242,7 +250,10 @@ async def run_gate(
         passed = exit_code == 0
         if passed or attempts > spec.reruns:
             break
-        os.replace(log_path, log_dir / f"{spec.name}.attempt-{attempts}.log")
+        try:
+            os.replace(log_path, log_dir / f"{spec.name}.attempt-{attempts}.log")
+        except OSError as exc:
+            raise PersistenceError(f"cannot keep {log_path} as an attempt log: {describe(exc)}") from exc
     source: Literal["junit", "log"] | None = "junit" if failures else None
     if not passed and not failures:
         failures, source = await asyncio.to_thread(scan_log_failures, log_path, cwd=cwd), "log"

@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
-from prime_ci.artifacts.report import write_atomic
+from prime_ci.artifacts import durable
 from prime_ci.harness.store import ChangeSet, HarnessError
 from prime_ci.isolation.worktree import git
 
@@ -90,10 +90,7 @@ def load_branch(repo_git_dir: Path, branch: str, dest: Path) -> bool:
         body = data[header_end + 1 : header_end + 1 + int(size)]
         pos = header_end + 1 + int(size) + 1
         target = dest.joinpath(*_safe_rel(name).relative_to(PREFIX).parts)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(body)
-        if mode == b"100755":
-            target.chmod(0o755)
+        durable.write(target, body, redacted=True, mode=0o755 if mode == b"100755" else 0o644)  # the branch's bytes
     return True
 
 
@@ -210,4 +207,4 @@ def write_pr_body(path: Path, changesets: Sequence[ChangeSet], rationale: str) -
               "Merging this branch makes these entries part of the harness that later runs load. Entries "
               "marked `trust: untrusted` stay out of prompts until `prime-ci harness trust KIND NAME`. "
               "Undo a change set with `prime-ci harness rollback ID`.", ""]
-    write_atomic(path, "\n".join(lines))
+    durable.write(path, "\n".join(lines))

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from prime_ci.artifacts.report import write_atomic
+from prime_ci.artifacts import durable
 from prime_ci.errors import PersistenceError
 from prime_ci.harness.entries import (
     _DIRS,
@@ -221,7 +221,7 @@ class HarnessStore:
     def _write(self, op: Op, text: str | None) -> None:
         path = self.path(op.kind, op.name)
         if text is not None:
-            write_atomic(path, text)
+            durable.write(path, text)
             return
         try:
             path.unlink(missing_ok=True)

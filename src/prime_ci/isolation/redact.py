@@ -73,36 +73,3 @@ def contains_secret(text: str) -> bool:
 
 def active() -> bool:
     return bool(_needles)
-
-
-def redact_tree(root: os.PathLike[str] | str, *, max_bytes: int = 256 * 1024 * 1024) -> list[str]:
-    """Rewrite every regular file under ROOT that contains a registered secret; symlinks are never followed.
-
-    Returns the files that were changed. Children's logs need this: their processes never hold the
-    secrets, so only the root can mask them.
-    """
-    changed: list[str] = []
-    if not _needles:
-        return changed
-    for dirpath, _dirs, files in os.walk(root, followlinks=False):
-        for name in files:
-            path = os.path.join(dirpath, name)
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-            except OSError:
-                continue
-            with os.fdopen(fd, "rb") as fh:
-                data = fh.read(max_bytes + 1)
-            if len(data) > max_bytes:
-                continue
-            text = data.decode("utf-8", errors="surrogateescape")
-            masked = redact(text)
-            if masked != text:
-                tmp = path + ".redact.tmp"
-                with open(tmp, "wb") as out:
-                    out.write(masked.encode("utf-8", errors="surrogateescape"))
-                    out.flush()
-                    os.fsync(out.fileno())
-                os.replace(tmp, path)
-                changed.append(path)
-    return changed

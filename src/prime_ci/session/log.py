@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from prime_ci.artifacts.report import write_atomic
+from prime_ci.artifacts import durable
 from prime_ci.errors import LogCorruptError, PersistenceError
 from prime_ci.isolation.redact import redact
 from prime_ci.isolation.untrusted import clean_json
@@ -37,7 +37,6 @@ __all__ = ["SALVAGE_TYPE", "VERSION", "SessionFile", "SessionLog", "entry_id", "
            "read_side_file", "uuid7"]
 
 CRASH_POINTS = ("before_write", "after_write", "after_sync", "after_side_save")
-_DISK_HINT = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EFBIG: "file size limit reached"}
 
 
 _EXACT = frozenset({"prime_ci.run", "prime_ci.harness"})  # read back as configuration and file contents
@@ -148,16 +147,7 @@ def _lock_owner(fd: int) -> str:
 
 
 def _os_error(path: Path, what: str, exc: OSError) -> PersistenceError:
-    hint = _DISK_HINT.get(exc.errno or 0)
-    return PersistenceError(f"session log {path}: {what} failed: {exc.strerror}" + (f" ({hint})" if hint else ""))
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    return PersistenceError(f"session log {path}: {what} failed: {durable.describe(exc)}")
 
 
 def _save_aside(side: Path, pieces: list[tuple[int, bytes]], reason: str) -> None:
@@ -173,7 +163,7 @@ def _save_aside(side: Path, pieces: list[tuple[int, bytes]], reason: str) -> Non
             os.fsync(fd)
         finally:
             os.close(fd)
-        _fsync_dir(side.parent)
+        durable.fsync_dir(side.parent)
     except OSError as exc:
         raise _os_error(side, "saving damaged bytes", exc) from exc
     if _CRASH:
@@ -204,7 +194,10 @@ class SessionLog:
     def create(
         cls, path: Path, *, cwd: str, parent_session: str | None = None, depth: int | None = None
     ) -> SessionLog:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise PersistenceError(f"cannot create {path.parent}: {durable.describe(exc)}") from exc
         session_id = uuid7()
         header: dict[str, Any] = {"type": "session", "version": VERSION, "id": session_id, "timestamp": now_iso(),
                                   "cwd": cwd}
@@ -222,7 +215,7 @@ class SessionLog:
         try:
             log._write(header)
             log.commit()
-            _fsync_dir(path.parent)
+            durable.fsync_dir(path.parent)
         except OSError as exc:
             log._release()
             raise _os_error(path.parent, "directory fsync", exc) from exc
@@ -268,7 +261,8 @@ class SessionLog:
                 _save_aside(path.with_name(path.name + ".salvaged"), [(o, data[o : o + n]) for o, n in salvaged],
                             "damaged middle (salvage)")
             kept = b"".join(data[start:end] for start, end, _ in scan.good)
-            write_atomic(path, kept + (scan.tail + b"\n" if scan.tail_entry is not None else b""))
+            kept += scan.tail + b"\n" if scan.tail_entry is not None else b""
+            durable.write(path, kept, redacted=True)  # verbatim: every record's crc32 covers its bytes
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         except OSError as exc:
