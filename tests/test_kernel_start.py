@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from prime_ci.engine.budget import Budget, Limits
 from prime_ci.errors import KernelLost
 from prime_ci.kernel.client import Kernel, KernelConfig
 
@@ -86,6 +87,7 @@ def test_child_entry_cleans_up_its_early_kernel_when_the_root_is_gone(tmp_path: 
     spec = {"id": "sub-0000", "name": "orphan", "task": "t", "depth": 1, "model": "openai/x", "cwd": str(work),
             "root_bridge": str(tmp_path / "no-root.sock"), "token": "0" * 32,
             "parent_session": str(tmp_path / "root.jsonl"), "max_turns": 3, "cell_timeout": 10, "branch": None,
+            "budget": Budget(Limits(3, 100_000, 600.0, None)).snapshot(turns=0, max_turns=3).to_json(),
             "scratch": str(tmp_path / "scratch"), "sandbox": None, "role": None}
     (session / "spec.json").write_text(json.dumps(spec))
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}

@@ -6,11 +6,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from prime_ci.engine.stops import StopReason
 from prime_ci.gates.runner import GateSpec
 from prime_ci.harness.refine import plan_schema
 
 
 class UsageModel(BaseModel):
+    model_config = ConfigDict(extra="allow")
     turns: int
     model_calls: int
     prompt_tokens: int
@@ -20,6 +22,7 @@ class UsageModel(BaseModel):
 
 
 class BudgetsModel(BaseModel):
+    model_config = ConfigDict(extra="allow")
     max_turns: int
     max_tokens: int
     max_wall_s: float
@@ -56,15 +59,19 @@ class ChildEntry(BaseModel):
     session: str
 
 
-StopReason = Literal[
-    "completed", "gates_failed", "max_turns", "max_tokens", "max_wall", "max_cost", "model_error",
-    "sandbox_unavailable", "persistence_error", "security_stop", "no_changes", "setup_failed", "internal_error",
-    "interrupted",
-]
+class SetupEntry(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+    command: str
+    passed: bool
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+    log: str
 
 
 class ResultModel(BaseModel):
-    """result.json"""
+    """result.json: the run writes it through this model (``result_json``), so the schema is what is written."""
 
     model_config = ConfigDict(extra="allow")
     version: int
@@ -72,6 +79,7 @@ class ResultModel(BaseModel):
     stop_reason: StopReason
     exit_code: int
     success: bool
+    detail: str = ""
     task: str
     model: str
     base_commit: str
@@ -79,10 +87,33 @@ class ResultModel(BaseModel):
     usage: UsageModel
     budgets: BudgetsModel
     gates: list[GateEntry]
-    rounds: list[RoundEntry] = Field(default_factory=list)
     children: list[ChildEntry]
     changed_files: list[str]
     flags: list[str]
+    sandbox: str = "off"
+    python: str | None = None
+    setup: list[SetupEntry] = Field(default_factory=list)
+    rounds: list[RoundEntry] = Field(default_factory=list)
+    dirty: list[str] = Field(default_factory=list, description="REPO's uncommitted paths when the run started")
+    snapshot_of: str | None = Field(default=None, description="--include-dirty: the commit the snapshot was taken on")
+    out_dir: str | None = None
+    worktree: str | None = Field(default=None, description="the kept worktree (--keep-worktree)")
+
+
+def result_json(**fields: Any) -> dict[str, Any]:
+    """result.json's content, validated by ``ResultModel``; keys the caller did not give stay out, and the keys
+    keep the caller's order (pydantic puts declared fields before extra ones)."""
+    data: dict[str, Any] = _in_order(ResultModel(**fields).model_dump(mode="json", exclude_unset=True), fields)
+    return data
+
+
+def _in_order(dumped: Any, given: Any) -> Any:
+    if isinstance(dumped, dict) and isinstance(given, dict):
+        keys = [k for k in given if k in dumped] + [k for k in dumped if k not in given]
+        return {k: _in_order(dumped[k], given.get(k)) for k in keys}
+    if isinstance(dumped, list) and isinstance(given, list) and len(dumped) == len(given):
+        return [_in_order(d, g) for d, g in zip(dumped, given, strict=True)]
+    return dumped
 
 
 class SessionHeader(BaseModel):

@@ -24,7 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from prime_ci.engine.budget import Budget
+from prime_ci.engine.budget import Budget, BudgetExhausted
+from prime_ci.engine.stops import StopReason
 from prime_ci.isolation.sandbox import Sandbox
 from prime_ci.isolation.worktree import Worktree
 from prime_ci.kernel.bridge import Refused
@@ -137,7 +138,7 @@ class Family:
         parent_session = self.root_log.path if parent.id == "root" else parent.session_dir / "session.jsonl"
         spec = {"id": child_id, "name": name, "task": task, "depth": member.depth, "model": model.name,
                 "cwd": str(cwd), "root_bridge": self.bridge_path, "token": member.token,
-                "parent_session": str(parent_session), "max_turns": self.child_turns,
+                "parent_session": str(parent_session), "budget": self.ledger(member),
                 "cell_timeout": self.cell_timeout, "branch": member.branch,
                 "scratch": str(self.worktree.root / "child-runs" / child_id),
                 "sandbox": self.sandbox.to_json() if self.sandbox else None, "role": role[0] if role else None}
@@ -220,22 +221,22 @@ class Family:
             self._enqueue(parent, (custom_type, text, details))
 
     # -- model calls for children ---------------------------------------------------------------------
+    def ledger(self, member: Member) -> dict[str, Any]:
+        """The shared ledger as ``member`` sees it (its own turn cap): what its budget notes are made from."""
+        return self.budget.snapshot(turns=member.calls, max_turns=self.child_turns).to_json()
+
     async def model_call(self, request: dict[str, Any]) -> Any:
+        """A child's model call, metered on the shared ledger; every answer carries the ledger."""
         member = self.sender(request)
-        if reason := self.budget.exhausted(root=False):
-            return {"stop": reason}
-        messages = request["messages"]
-        reservation = self.budget.reserve(len(json.dumps(messages)) + len(json.dumps(request["tools"])))
-        if reservation is None:
-            return {"stop": "max_tokens"}
+        if member.calls >= self.child_turns:
+            return {"stop": StopReason.MAX_TURNS.value, "detail": f"the child's {self.child_turns} turns are used",
+                    "budget": self.ledger(member)}
+        cap = request.get("max_tokens")
         try:
-            reply = await self._model_for(member.model).complete(
-                messages, request["tools"], max_tokens=min(reservation[0], int(request["max_tokens"])),
-                timeout=max(1.0, min(600.0, self.budget.wall_left())),
-            )
-        finally:
-            self.budget.release(reservation[1])
-        self.budget.charge(reply.usage.prompt_tokens, reply.usage.completion_tokens, reply.cost_usd, root=False)
+            reply = await self.budget.call(self._model_for(member.model), request["messages"], request["tools"],
+                                           turn=False, max_tokens=int(cap) if cap is not None else None)
+        except BudgetExhausted as exc:
+            return {"stop": exc.reason.value, "detail": exc.detail, "budget": self.ledger(member)}
         member.calls += 1
         member.prompt_tokens += reply.usage.prompt_tokens
         member.completion_tokens += reply.usage.completion_tokens
@@ -251,7 +252,7 @@ class Family:
                 "usage": {"prompt_tokens": reply.usage.prompt_tokens,
                           "completion_tokens": reply.usage.completion_tokens},
                 "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
-                               for c in reply.tool_calls]}
+                               for c in reply.tool_calls], "budget": self.ledger(member)}
 
     # -- messages ---------------------------------------------------------------------------------------
     async def send(self, request: dict[str, Any]) -> Any:

@@ -1,8 +1,10 @@
 """One rlm sub-agent process with its own kernel and session log (entered through ``prime_ci.child``).
 
 It holds no provider key and never imports litellm: its model calls, messages and spawns go to the root host
-over the root's bridge, where the shared budget is checked. Its own kernel talks to this process's bridge,
-which forwards the kernel API to the root with this child's identity.
+over the root's bridge. It keeps no budget of its own: the root checks, meters and charges every model call
+on the shared ledger and sends the ledger back with each answer, which is what this child's budget notes
+and time limits are made from. Its own kernel talks to this process's bridge, which forwards the kernel API
+to the root with this child's identity.
 """
 
 from __future__ import annotations
@@ -10,26 +12,77 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from prime_ci.engine.agent import Agent, Stop
-from prime_ci.engine.budget import Budget, Limits
+from prime_ci.engine.budget import BudgetExhausted, Snapshot
 from prime_ci.engine.prompt import base_prompt, child_section
+from prime_ci.engine.stops import StopReason
 from prime_ci.kernel import bridge
 from prime_ci.kernel.api import PRELOAD
 from prime_ci.kernel.client import Kernel
 from prime_ci.kernel.launch import KernelConfig, Launched
-from prime_ci.model.routes import ModelReply, ToolCall, Usage
+from prime_ci.model.providers import Model, ModelReply, ToolCall, Usage
 from prime_ci.session.log import SessionLog
 
 FORWARDED = ("rlm.spawn", "rlm.list", "agent_message.send")
 
 
-class ChildStop(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+class SharedLedger:
+    """This child's view of the root's ledger (the ``Meter`` its loop takes): calls are made by the root.
+
+    ``snapshot`` is the ledger as the root last reported it (at spawn, then with every answer), aged by the
+    time since; the counters are this child's own spend, for its session's usage records.
+    """
+
+    def __init__(self, request: Callable[..., Awaitable[Any]], snapshot: dict[str, Any]) -> None:
+        self._request = request
+        self._seen(snapshot)
+        self.warned: set[tuple[str, float]] = set()
+        self.turns = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.cost_usd: float | None = 0.0
+
+    def _seen(self, data: dict[str, Any]) -> None:
+        self.snapshot, self._at = Snapshot.from_json(data), time.monotonic()
+
+    def now(self) -> Snapshot:
+        return self.snapshot.aged(time.monotonic() - self._at)
+
+    async def call(self, model: Model, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, turn: bool,
+                   max_tokens: int | None = None, prompt_chars: int | None = None) -> ModelReply:
+        r = await self._request("child.model", messages=messages, tools=tools, max_tokens=max_tokens)
+        self._seen(r["budget"])
+        if "stop" in r:
+            raise BudgetExhausted(StopReason(r["stop"]), str(r.get("detail") or "the shared budget ran out"))
+        calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in r["tool_calls"]]
+        usage = Usage(r["usage"]["prompt_tokens"], r["usage"]["completion_tokens"])
+        self.turns += 1
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+        cost = r["cost_usd"]
+        self.cost_usd = None if cost is None or self.cost_usd is None else self.cost_usd + float(cost)
+        return ModelReply(r["text"], calls, usage, cost, r["finish_reason"], r["model"], r["attempts"])
+
+    def exhausted(self, *, turn: bool = True) -> StopReason | None:
+        return self.now().over(turn=turn)
+
+    def wall_left(self) -> float:
+        now = self.now()
+        return now.max_wall_s - now.elapsed_s
+
+    def warnings(self) -> list[str]:
+        return self.now().notes(self.warned)
+
+    def usage(self) -> dict[str, Any]:
+        return {"turns": self.turns, "model_calls": self.turns, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+                "total_tokens": self.prompt_tokens + self.completion_tokens,
+                "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6)}
 
 
 class Host:
@@ -41,6 +94,7 @@ class Host:
         self.ident = {"child": spec["id"], "token": spec["token"]}
         self.name = str(spec["model"])
         self.queued: list[tuple[str, str, dict[str, Any]]] = []
+        self.ledger = SharedLedger(self.root, spec["budget"])
 
     async def root(self, op: str, **args: Any) -> Any:
         return await bridge.request(self.spec["root_bridge"], op, **self.ident, **args)
@@ -48,12 +102,8 @@ class Host:
     async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, max_tokens: int, timeout: float
     ) -> ModelReply:
-        r = await self.root("child.model", messages=messages, tools=tools, max_tokens=max_tokens)
-        if "stop" in r:
-            raise ChildStop(str(r["stop"]))
-        calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in r["tool_calls"]]
-        usage = Usage(r["usage"]["prompt_tokens"], r["usage"]["completion_tokens"])
-        return ModelReply(r["text"], calls, usage, r["cost_usd"], r["finish_reason"], r["model"], r["attempts"])
+        """The child's ``Model``: a call made and metered by the root."""
+        return await self.ledger.call(self, messages, tools, turn=True, max_tokens=max_tokens)
 
     def inbox(self) -> list[tuple[str, str, dict[str, Any]]]:
         items, self.queued = self.queued, []
@@ -65,7 +115,7 @@ class Host:
         while True:
             r = await self.root("child.inbox", wait=30)
             if r.get("stop"):
-                return Stop("completed", "stopped by the root")
+                return Stop(StopReason.COMPLETED, "stopped by the root")
             if r["messages"]:
                 self.queued.extend((m[0], m[1], m[2]) for m in r["messages"])
                 return ""
@@ -100,22 +150,19 @@ class Host:
         assert main is not None
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.add_signal_handler(sig, main.cancel)
-        stop = Stop("internal_error", "did not start")
+        stop = Stop(StopReason.INTERNAL_ERROR, "did not start")
         try:
             await self.root("child.event", kind="kernel", pid=kernel.pid)
             await kernel.start()
-            budget = Budget(Limits(max_turns=int(spec["max_turns"])))
-            self.agent = Agent(self, kernel, budget, log, self.turn_end, float(spec["cell_timeout"]),
+            self.agent = Agent(self, kernel, self.ledger, log, self.turn_end, float(spec["cell_timeout"]),
                                inbox=self.inbox)
             self.agent.conversation.add({"role": "system",
                                          "content": base_prompt() + child_section(spec["name"], spec["depth"],
                                                                                   spec.get("role"))})
             self.agent.say("agent_message", f"[task from parent]\n\n{spec['task']}", {"id": f"spawn:{spec['id']}"})
             stop = await self.agent.run()
-        except ChildStop as exc:
-            stop = Stop(exc.reason, "the shared budget ran out")
         except asyncio.CancelledError:
-            stop = Stop("interrupted", "stopped by the root")
+            stop = Stop(StopReason.INTERRUPTED, "stopped by the root")
         finally:
             # the record first: the root gives a stopping child little time before it signals it
             log.custom("prime_ci.stop", {"stop_reason": stop.reason, "exit_code": 0, "detail": stop.detail,
@@ -123,7 +170,7 @@ class Host:
             log.close()
             kernel.kill()
             await own.close()
-        if stop.reason != "interrupted":
+        if stop.reason is not StopReason.INTERRUPTED:
             await self.commit_branch()
             await self.root("child.event", kind="turn_done", last_text=self.agent.last_text)
             await self.root("child.event", kind="stopped", reason=stop.reason)

@@ -210,13 +210,9 @@ def main() -> None:
 @click.option("--json", "json_output", is_flag=True, help="Print the JSON instead of the markdown.")
 def report(out_dirs: tuple[Path, ...], out_md: Path | None, out_json: Path | None, json_output: bool) -> int:
     """One summary (markdown + JSON) over the artifacts of several runs, e.g. matrix shards."""
-    from prime_ci.artifacts.multireport import aggregate
-    from prime_ci.artifacts.report import write_atomic, write_json
+    from prime_ci.artifacts.multireport import aggregate, write_report
 
     markdown, data = aggregate(list(out_dirs))
-    if out_md is not None:
-        write_atomic(out_md, markdown)
-    if out_json is not None:
-        write_json(out_json, data)
+    write_report(markdown, data, out_md=out_md, out_json=out_json)
     click.echo(json.dumps(data, indent=2, ensure_ascii=False) if json_output else markdown.rstrip("\n"))
     return 0

@@ -8,8 +8,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from prime_ci.engine.budget import Budget
+from prime_ci.engine.budget import BudgetExhausted, Meter
 from prime_ci.engine.compact import Compactor
+from prime_ci.engine.stops import Stop, StopReason
 from prime_ci.isolation.untrusted import clean_terminal_text
 from prime_ci.kernel.client import CellResult
 from prime_ci.model.routes import Model, ModelReply, ToolCall
@@ -32,12 +33,7 @@ TOOL = {
     },
 }
 MAX_MALFORMED = 3
-
-
-@dataclass
-class Stop:
-    reason: str
-    detail: str = ""
+__all__ = ["TOOL", "Agent", "Conversation", "Executor", "Stop", "StopReason", "TurnEnd"]
 
 
 class Executor(Protocol):
@@ -80,7 +76,7 @@ class Conversation:
 class Agent:
     model: Model
     kernel: Executor
-    budget: Budget
+    budget: Meter
     log: SessionLog
     turn_end: TurnEnd
     cell_timeout: float
@@ -106,16 +102,12 @@ class Agent:
             compactor = self.compactor
             if compactor is not None and (self.compact_requested or compactor.needed(self.conversation.chars)):
                 await self._compact()
-            reservation = self.budget.reserve(self.conversation.chars)
-            if reservation is None:
-                return Stop("max_tokens", "not enough token budget left for another call")
             self.log.commit()
             try:
-                reply = await self.model.complete(
-                    self.conversation.messages, [TOOL], max_tokens=reservation[0], timeout=self.call_timeout()
-                )
-            finally:
-                self.budget.release(reservation[1])
+                reply = await self.budget.call(self.model, self.conversation.messages, [TOOL], turn=True,
+                                               prompt_chars=self.conversation.chars)
+            except BudgetExhausted as exc:
+                return Stop(exc.reason, exc.detail)
             self._record_reply(reply)
             if reply.tool_calls:
                 if (stop := await self._run_tools(reply.tool_calls)) is not None:
@@ -130,9 +122,11 @@ class Agent:
                 self.say("prime_ci.gate_feedback", outcome)
 
     def before_call(self) -> None:
-        """Deliver queued messages (from children, parents, siblings) before the next model call."""
+        """Deliver queued messages (from children, parents, siblings) and budget notes before the next call."""
         for custom_type, text, details in self.inbox() if self.inbox is not None else []:
             self.say(custom_type, text, details)
+        for note in self.budget.warnings():
+            self.say("prime_ci.budget_note", note)
 
     async def _compact(self) -> None:
         assert self.compactor is not None
@@ -144,9 +138,6 @@ class Agent:
             if self.progress is not None:
                 self.progress(f"compacted the context to ~{self.conversation.chars // 3} tokens")
 
-    def call_timeout(self) -> float:
-        return max(1.0, min(600.0, self.budget.wall_left()))
-
     def say(self, custom_type: str, text: str, details: dict[str, Any] | None = None) -> None:
         """A host message that enters the model's context as a user message."""
         text = clean_terminal_text(text)
@@ -154,9 +145,6 @@ class Agent:
         self.conversation.add({"role": "user", "content": text}, eid)
 
     def _record_reply(self, reply: ModelReply) -> None:
-        self.budget.charge(
-            reply.usage.prompt_tokens, reply.usage.completion_tokens, reply.cost_usd, root=True
-        )
         if reply.text:
             self.last_text = reply.text
         parts: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
@@ -198,10 +186,8 @@ class Agent:
         for call in extra:
             self._tool_result(call, "Error: only one tool call per turn is executed; this one was not run.",
                               is_error=True)
-        for note in self.budget.warnings():
-            self.say("prime_ci.budget_note", note)
         if self._malformed >= MAX_MALFORMED:
-            return Stop("model_error", f"{MAX_MALFORMED} malformed tool calls in a row")
+            return Stop(StopReason.MODEL_ERROR, f"{MAX_MALFORMED} malformed tool calls in a row")
         return None
 
     def _tool_result(self, call: ToolCall, text: str, *, is_error: bool, cell: CellResult | None = None) -> None:

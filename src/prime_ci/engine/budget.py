@@ -1,29 +1,52 @@
-"""The budget ledger: turns, tokens, wall clock and cost, checked before every model call.
+"""The budget ledger (turns, tokens, wall clock, cost) and the one metered model call, ``Budget.call``.
 
-Token rule: before a call the ledger estimates the prompt at ``ceil(chars / 3)`` of its JSON (a deliberate
-over-estimate: real tokenizers average 3.5–4 characters per token on code and prose) and clamps the
-completion's ``max_tokens`` to what is left after that estimate. So the run's total can exceed
-``--max-tokens`` only by how much the provider's prompt count exceeds the estimate for the last call:
-``total <= budget + max(0, actual_prompt - estimated_prompt)``. A call is not made at all when fewer than
-``MIN_COMPLETION`` tokens would remain for the answer.
+Every model call of a run goes through ``Budget.call``: the agent loop's turns, the children's calls (the root
+makes them), compaction and refinement. It refuses a call when a budget is exhausted, reserves the call's
+worst case, makes the call under the remaining wall clock, releases the reservation and charges what the
+provider reported.
 
-All model calls, children's included, are made by the root host through one ledger, so children cannot
-spend outside it.
+Token rule: the prompt is estimated at ``ceil(chars / 3)`` of its JSON (a deliberate over-estimate: real
+tokenizers average 3.5-4 characters per token on code and prose) and the completion's ``max_tokens`` is
+clamped to what is left after that estimate and after what calls in flight hold. So the run's total can
+exceed ``--max-tokens`` only by how much the provider's prompt count exceeds the estimate for the last call:
+``total <= budget + max(0, actual_prompt - estimated_prompt)``. When the model's prices are known, the same
+rule holds for ``--max-cost``. A call is not made at all when fewer than ``MIN_COMPLETION`` tokens would
+remain for the answer.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import math
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Protocol
+
+from prime_ci.engine.stops import StopReason
+from prime_ci.errors import ModelError, PrimeCIError
+from prime_ci.model.providers import Model, ModelReply
 
 MIN_COMPLETION = 16
 WARN_AT = (0.5, 0.8, 0.95)
+MAX_CALL_S = 600.0
+# the model enforces the call's timeout itself; this backstop only catches one that does not
+GRACE_S = 5.0
+Price = tuple[float, float]  # USD per prompt token, per completion token
 
 
 def estimate_tokens(chars: int) -> int:
     return math.ceil(chars / 3)
+
+
+class BudgetExhausted(PrimeCIError):
+    """A model call was refused before it was made: ``reason`` names the budget that ran out."""
+
+    def __init__(self, reason: StopReason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
 
 
 @dataclass
@@ -33,6 +56,85 @@ class Limits:
     max_wall: float = 1800.0
     max_cost: float | None = None
     max_completion: int = 8192
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The ledger at one moment: what limit checks and budget notes read; the root sends it to children."""
+
+    turns: int
+    max_turns: int
+    total_tokens: int
+    max_tokens: int
+    elapsed_s: float
+    max_wall_s: float
+    cost_usd: float
+    max_cost_usd: float | None
+
+    def over(self, *, turn: bool) -> StopReason | None:
+        """The stop reason if a limit is reached; ``turn`` includes the turn cap."""
+        if self.elapsed_s >= self.max_wall_s:
+            return StopReason.MAX_WALL
+        if turn and self.turns >= self.max_turns:
+            return StopReason.MAX_TURNS
+        if self.total_tokens >= self.max_tokens:
+            return StopReason.MAX_TOKENS
+        if self.max_cost_usd is not None and self.cost_usd >= self.max_cost_usd:
+            return StopReason.MAX_COST
+        return None
+
+    def notes(self, warned: set[tuple[str, float]]) -> list[str]:
+        """Notes for the model the first time each 50/80/95% threshold is crossed (``warned`` remembers)."""
+        used: list[tuple[str, float, str]] = [
+            ("turns", self.turns / self.max_turns, f"{self.turns}/{self.max_turns} turns"),
+            ("tokens", self.total_tokens / self.max_tokens, f"{self.total_tokens}/{self.max_tokens} tokens"),
+            ("wall", self.elapsed_s / self.max_wall_s if self.max_wall_s > 0 else 1.0,
+             f"{self.elapsed_s:.0f}s/{self.max_wall_s:.0f}s wall clock"),
+        ]
+        if self.max_cost_usd:
+            used.append(("cost", self.cost_usd / self.max_cost_usd, f"${self.cost_usd:.4f}/${self.max_cost_usd:.2f}"))
+        notes = []
+        for name, frac, text in used:
+            crossed = [t for t in WARN_AT if frac >= t and (name, t) not in warned]
+            if crossed:
+                warned.update((name, t) for t in crossed)
+                notes.append(f"[budget] {max(crossed):.0%} of the {name} budget used ({text}).")
+        return notes
+
+    def aged(self, seconds: float) -> Snapshot:
+        return replace(self, elapsed_s=self.elapsed_s + seconds)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Snapshot:
+        return cls(**{f.name: data[f.name] for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class Reservation:
+    max_tokens: int  # the completion allowance handed to the model
+    tokens: int  # held: estimated prompt + allowance
+    cost: float  # held: their price (0 when the price is unknown)
+
+
+class Meter(Protocol):
+    """What the agent loop needs of a budget: the root's ``Budget``, or a child's view of the root's ledger."""
+
+    @property
+    def turns(self) -> int: ...
+
+    async def call(self, model: Model, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, turn: bool,
+                   max_tokens: int | None = None, prompt_chars: int | None = None) -> ModelReply: ...
+
+    def exhausted(self, *, turn: bool = True) -> StopReason | None: ...
+
+    def wall_left(self) -> float: ...
+
+    def warnings(self) -> list[str]: ...
+
+    def usage(self) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -48,6 +150,9 @@ class Budget:
     warned: set[tuple[str, float]] = field(default_factory=set)
     wall_offset: float = 0.0  # wall seconds already spent before a resume
     reserved: int = 0  # tokens held by calls in flight (concurrent children)
+    reserved_cost: float = 0.0
+    pricing: Callable[[Model], Price | None] | None = None  # per-token prices of a model, when known
+    prices: dict[str, Price | None] = field(default_factory=dict)
 
     @property
     def total_tokens(self) -> int:
@@ -59,40 +164,48 @@ class Budget:
     def wall_left(self) -> float:
         return self.limits.max_wall - self.elapsed()
 
-    def exhausted(self, *, root: bool = True) -> str | None:
-        """The stop reason if a limit is reached; ``root`` includes the root's turn cap."""
-        if self.wall_left() <= 0:
-            return "max_wall"
-        if root and self.turns >= self.limits.max_turns:
-            return "max_turns"
-        if self.total_tokens >= self.limits.max_tokens:
-            return "max_tokens"
-        if self.limits.max_cost is not None and self.cost_usd >= self.limits.max_cost:
-            return "max_cost"
-        return None
+    def snapshot(self, *, turns: int | None = None, max_turns: int | None = None) -> Snapshot:
+        """The ledger now; ``turns``/``max_turns`` replace the root's turn count (a child's own cap)."""
+        return Snapshot(self.turns if turns is None else turns,
+                        self.limits.max_turns if max_turns is None else max_turns, self.total_tokens,
+                        self.limits.max_tokens, self.elapsed(), self.limits.max_wall, self.cost_usd,
+                        self.limits.max_cost)
 
-    def completion_allowance(self, prompt_chars: int) -> int | None:
-        """``max_tokens`` for the next call, or None when the token budget cannot fit one."""
-        left = self.limits.max_tokens - self.total_tokens - self.reserved - estimate_tokens(prompt_chars)
-        if left < MIN_COMPLETION:
-            return None
-        return min(self.limits.max_completion, left)
+    def exhausted(self, *, turn: bool = True) -> StopReason | None:
+        return self.snapshot().over(turn=turn)
 
-    def reserve(self, prompt_chars: int) -> tuple[int, int] | None:
-        """Hold the worst case of one call (estimate + max completion): (max_tokens, held) or None."""
-        allowance = self.completion_allowance(prompt_chars)
-        if allowance is None:
-            return None
-        held = estimate_tokens(prompt_chars) + allowance
-        self.reserved += held
-        return allowance, held
+    def warnings(self) -> list[str]:
+        return self.snapshot().notes(self.warned)
 
-    def release(self, held: int) -> None:
-        self.reserved -= held
+    def reserve(self, prompt_chars: int, price: Price | None = None,
+                cap: int | None = None) -> Reservation | StopReason:
+        """Hold the worst case of one call (estimate + completion allowance), or the budget that cannot fit one."""
+        estimate = estimate_tokens(prompt_chars)
+        allowance = min(self.limits.max_completion,
+                        self.limits.max_tokens - self.total_tokens - self.reserved - estimate)
+        short = StopReason.MAX_TOKENS
+        if price is not None and self.limits.max_cost is not None:
+            money = self.limits.max_cost - self.cost_usd - self.reserved_cost - estimate * price[0]
+            by_cost = math.floor(money / price[1]) if price[1] > 0 else (allowance if money >= 0 else -1)
+            if by_cost < allowance:
+                allowance, short = by_cost, StopReason.MAX_COST
+        if allowance < MIN_COMPLETION:
+            return short
+        if cap is not None:
+            allowance = max(1, min(allowance, cap))
+        held = Reservation(allowance, estimate + allowance,
+                           estimate * price[0] + allowance * price[1] if price is not None else 0.0)
+        self.reserved += held.tokens
+        self.reserved_cost += held.cost
+        return held
 
-    def charge(self, prompt_tokens: int, completion_tokens: int, cost: float | None, *, root: bool) -> None:
+    def release(self, held: Reservation) -> None:
+        self.reserved -= held.tokens
+        self.reserved_cost -= held.cost
+
+    def charge(self, prompt_tokens: int, completion_tokens: int, cost: float | None, *, turn: bool) -> None:
         self.model_calls += 1
-        if root:
+        if turn:
             self.turns += 1
         self.prompt_tokens += prompt_tokens
         self.completion_tokens += completion_tokens
@@ -101,25 +214,48 @@ class Budget:
         else:
             self.cost_usd += cost
 
-    def warnings(self) -> list[str]:
-        """Notes for the model the first time each 50/80/95% threshold is crossed."""
-        used: list[tuple[str, float, str]] = [
-            ("turns", self.turns / self.limits.max_turns, f"{self.turns}/{self.limits.max_turns} turns"),
-            ("tokens", self.total_tokens / self.limits.max_tokens,
-             f"{self.total_tokens}/{self.limits.max_tokens} tokens"),
-            ("wall", self.elapsed() / self.limits.max_wall,
-             f"{self.elapsed():.0f}s/{self.limits.max_wall:.0f}s wall clock"),
-        ]
-        if self.limits.max_cost:
-            used.append(("cost", self.cost_usd / self.limits.max_cost,
-                         f"${self.cost_usd:.4f}/${self.limits.max_cost:.2f}"))
-        notes = []
-        for name, frac, text in used:
-            crossed = [t for t in WARN_AT if frac >= t and (name, t) not in self.warned]
-            if crossed:
-                self.warned.update((name, t) for t in crossed)
-                notes.append(f"[budget] {max(crossed):.0%} of the {name} budget used ({text}).")
-        return notes
+    async def call(self, model: Model, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, turn: bool,
+                   max_tokens: int | None = None, prompt_chars: int | None = None,
+                   timeout: float = MAX_CALL_S) -> ModelReply:
+        """The metered call: refuse (``BudgetExhausted``) or reserve -> call -> release -> charge.
+
+        ``turn``: a root turn (counted, and refused at the turn cap). ``max_tokens`` caps the completion
+        further; ``prompt_chars`` saves measuring ``messages`` when the caller keeps a running size.
+        """
+        price = await self._price(model)
+        if reason := self.exhausted(turn=turn):
+            raise BudgetExhausted(reason, f"the {reason.value.removeprefix('max_')} budget is used up")
+        chars = prompt_chars if prompt_chars is not None else len(json.dumps(messages)) + len(json.dumps(tools))
+        held = self.reserve(chars, price, max_tokens)
+        if isinstance(held, StopReason):
+            raise BudgetExhausted(held, f"not enough {held.value.removeprefix('max_')} budget left for another call")
+        limit = max(1.0, min(timeout, self.wall_left()))
+        try:
+            reply = await asyncio.wait_for(
+                model.complete(messages, tools, max_tokens=held.max_tokens, timeout=limit), limit + GRACE_S)
+        except TimeoutError:
+            raise ModelError(f"the model gave no answer within {limit:.0f}s") from None
+        finally:
+            self.release(held)
+        self.charge(reply.usage.prompt_tokens, reply.usage.completion_tokens, reply.cost_usd, turn=turn)
+        return reply
+
+    async def _price(self, model: Model) -> Price | None:
+        if self.pricing is None or self.limits.max_cost is None:
+            return None
+        if model.name not in self.prices:  # the lookup may wait for litellm's import: off the event loop
+            self.prices[model.name] = await asyncio.to_thread(self.pricing, model)
+        return self.prices[model.name]
+
+    def restore(self, usage: dict[str, Any], wall_spent: float) -> None:
+        """Spend so far (a resume), from the last cumulative usage record."""
+        self.turns, self.model_calls = int(usage.get("turns", 0)), int(usage.get("model_calls", 0))
+        self.prompt_tokens = int(usage.get("prompt_tokens", 0))
+        self.completion_tokens = int(usage.get("completion_tokens", 0))
+        cost = usage.get("cost_usd")
+        self.cost_known = cost is not None or not usage
+        self.cost_usd = float(cost or 0.0)
+        self.wall_offset = wall_spent
 
     def usage(self) -> dict[str, Any]:
         return {

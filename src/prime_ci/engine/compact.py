@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from prime_ci.engine.budget import Budget, estimate_tokens
+from prime_ci.engine.budget import BudgetExhausted, Meter, estimate_tokens
 from prime_ci.model.routes import Model
 from prime_ci.session.log import SessionLog
 
@@ -59,7 +59,7 @@ def _serialize(messages: list[dict[str, Any]], limit: int) -> str:
 @dataclass
 class Compactor:
     model: Model
-    budget: Budget
+    budget: Meter
     log: SessionLog
     window: int
     threshold: float = THRESHOLD
@@ -100,15 +100,11 @@ class Compactor:
         request = [{"role": "system", "content": prompt},
                    {"role": "user", "content": _serialize(messages[head:cut], TRANSCRIPT_CHARS)}]
         tokens_before = estimate_tokens(sum(len(json.dumps(m, ensure_ascii=False)) for m in messages))
-        reservation = self.budget.reserve(sum(len(m["content"]) for m in request))
-        if reservation is None:
-            return None
+        self.log.commit()  # a commit point: every entry is durable before any model call, this one included
         try:
-            reply = await self.model.complete(request, [], max_tokens=min(SUMMARY_TOKENS, reservation[0]),
-                                              timeout=max(1.0, min(600.0, self.budget.wall_left())))
-        finally:
-            self.budget.release(reservation[1])
-        self.budget.charge(reply.usage.prompt_tokens, reply.usage.completion_tokens, reply.cost_usd, root=False)
+            reply = await self.budget.call(self.model, request, [], turn=False, max_tokens=SUMMARY_TOKENS)
+        except BudgetExhausted:
+            return None
         names = await kernel_names()
         summary = reply.text.strip() or "(the summarizer returned nothing)"
         reminder = ("\n\nThe Python kernel was not restarted: these variables are still defined: "

@@ -14,8 +14,10 @@ from typing import Any
 
 from prime_ci.artifacts import report
 from prime_ci.artifacts.notebook import NotebookWriter
+from prime_ci.artifacts.schemas import result_json
 from prime_ci.children.family import Family
-from prime_ci.engine.agent import Agent, Stop
+from prime_ci.engine import finish
+from prime_ci.engine.agent import Agent
 from prime_ci.engine.budget import Budget, Limits
 from prime_ci.engine.compact import Compactor
 from prime_ci.engine.environment import environment_section, project_vars, run_setup
@@ -23,11 +25,11 @@ from prime_ci.engine.prepare import Prepared
 from prime_ci.engine.prompt import base_prompt
 from prime_ci.engine.resume import ResumeState
 from prime_ci.engine.setup import SetupOutcome, failure_detail
+from prime_ci.engine.stops import SIGTERM_EXIT, Stop, StopReason
 from prime_ci.errors import KernelLost, ModelError, PersistenceError
 from prime_ci.gates import protect
 from prime_ci.gates.judge import Judge
-from prime_ci.gates.junit import github_annotations, write_gates_junit
-from prime_ci.harness.store import HarnessError
+from prime_ci.gates.junit import github_annotations
 from prime_ci.isolation import procs, redact
 from prime_ci.isolation.sandbox import scrubbed_env
 from prime_ci.isolation.untrusted import fence
@@ -35,11 +37,14 @@ from prime_ci.isolation.worktree import GitError
 from prime_ci.kernel.api import PRELOAD
 from prime_ci.kernel.bridge import Bridge, Handler, Refused
 from prime_ci.kernel.client import CellResult, Kernel, KernelConfig, cell_text
-from prime_ci.model.routes import ReplayModel, context_window, make_model
+from prime_ci.model.routes import ReplayModel, context_window, make_model, prices
 from prime_ci.session.log import SessionLog, entry_id
 
 RUN_MARKER = "PRIME_CI_RUN"
-SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 143}
+SIGNAL_EXIT = {signal.SIGINT: StopReason.INTERRUPTED.exit_code, signal.SIGTERM: SIGTERM_EXIT,
+               signal.SIGHUP: SIGTERM_EXIT}
+# a budget stop or failed gates: one more full gate round decides whether the run still passed
+FINAL_ROUND = frozenset({StopReason.MAX_TURNS, StopReason.MAX_TOKENS, StopReason.MAX_COST, StopReason.GATES_FAILED})
 Say = Callable[[str], None]
 
 
@@ -56,7 +61,7 @@ class Run:
     resume: ResumeState | None = None
     salvage: bool = False
     signal_code: int | None = None
-    stop: Stop = field(default_factory=lambda: Stop("internal_error", "the run did not start"))
+    stop: Stop = field(default_factory=lambda: Stop(StopReason.INTERNAL_ERROR, "the run did not start"))
     goal_done: str | None = None
     agent: Agent | None = None
     cells: list[dict[str, Any]] = field(default_factory=list)
@@ -67,13 +72,12 @@ class Run:
 
     async def execute(self) -> dict[str, Any]:
         cfg, wt = self.prep.cfg, self.prep.worktree
-        self.budget = Budget(Limits(cfg.max_turns, cfg.max_tokens, cfg.max_wall, cfg.max_cost))
-        self.prep.out.mkdir(parents=True, exist_ok=True)
-        if self.resume is None:
+        self.budget = Budget(Limits(cfg.max_turns, cfg.max_tokens, cfg.max_wall, cfg.max_cost), pricing=prices)
+        if self.resume is None:  # creates --out; an unusable --out is a PersistenceError (exit 6)
             self.log = SessionLog.create(self.prep.out / "session.jsonl", cwd=str(wt.path))
         else:
             self.log = SessionLog.open_for_append(self.prep.out / "session.jsonl", salvage=self.salvage)
-            _restore_budget(self.budget, self.resume)
+            self.budget.restore(self.resume.usage, self.resume.wall_spent)
         harness = self.prep.harness
         env = scrubbed_env(wt.root / "home", cfg.pass_env, project_vars(self.prep, {
             "PRIME_CI_BRIDGE": str(self.bridge.path), RUN_MARKER: self.marker}))
@@ -99,23 +103,23 @@ class Run:
         try:
             self.stop = await asyncio.wait_for(self._work(env), timeout=max(0.1, self.budget.wall_left()))
         except TimeoutError:
-            self.stop = Stop("max_wall", f"wall clock limit {cfg.max_wall:.0f}s reached")
+            self.stop = Stop(StopReason.MAX_WALL, f"wall clock limit {cfg.max_wall:.0f}s reached")
         except asyncio.CancelledError:
             if self.signal_code is None:
                 raise
-            self.stop = Stop("interrupted", f"received signal (exit {self.signal_code})")
+            self.stop = Stop(StopReason.INTERRUPTED, f"received signal (exit {self.signal_code})")
         except ModelError as exc:
-            self.stop = Stop("model_error", str(exc))
+            self.stop = Stop(StopReason.MODEL_ERROR, str(exc))
         except PersistenceError as exc:
-            self.stop = Stop("persistence_error", str(exc))
+            self.stop = Stop(StopReason.PERSISTENCE_ERROR, str(exc))
         except Exception as exc:  # noqa: BLE001 - any bug still ends with artifacts and exit 70
-            self.stop = Stop("internal_error", f"{type(exc).__name__}: {exc}")
+            self.stop = Stop(StopReason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
             self.say(traceback.format_exc())
         finally:
             for sig in SIGNAL_EXIT:
                 loop.remove_signal_handler(sig)
-        if self.bridge.failures and self.stop.reason == "completed":
-            self.stop = Stop("internal_error", f"bridge failure: {self.bridge.failures[0]!r}")
+        if self.bridge.failures and self.stop.reason is StopReason.COMPLETED:
+            self.stop = Stop(StopReason.INTERNAL_ERROR, f"bridge failure: {self.bridge.failures[0]!r}")
         return await self._finish()
 
     def _on_signal(self, sig: signal.Signals, task: asyncio.Task[Any]) -> None:
@@ -174,13 +178,13 @@ class Run:
         try:
             stop = await agent.run()
         except KernelLost as exc:
-            stop = Stop("gates_failed", f"kernel lost: {exc}")
-        if stop.reason in ("max_turns", "max_tokens", "max_cost", "gates_failed") and self.prep.gates:
+            stop = Stop(StopReason.GATES_FAILED, f"kernel lost: {exc}")
+        if stop.reason in FINAL_ROUND and self.prep.gates:
             await self.judge.final_round()
             if self.judge.passed():
-                stop = Stop("completed", f"gates passed at the end ({stop.reason} reached)")
+                stop = Stop(StopReason.COMPLETED, f"gates passed at the end ({stop.reason.value} reached)")
         if cfg.refine and self.budget.wall_left() > 5:
-            await self.prep.harness.refine(self.prep.model, self.log, None, self.say)
+            await self.prep.harness.refine(self.prep.model, self.budget, self.log, None, self.say)
         return stop
 
     async def _setup(self) -> Stop | None:
@@ -191,7 +195,7 @@ class Run:
         self.setup = await run_setup(self.prep, self.gate_env, self.say)
         self.log.custom("prime_ci.setup", {"results": [o.to_dict() for o in self.setup]})
         if self.setup and not self.setup[-1].passed:
-            return Stop("setup_failed", failure_detail(self.setup[-1]))
+            return Stop(StopReason.SETUP_FAILED, failure_detail(self.setup[-1]))
         return None
 
     def _begin(self, agent: Agent) -> None:
@@ -232,9 +236,9 @@ class Run:
         harness = self.prep.harness
         if harness.refine_requested:
             harness.refine_requested = False
-            await harness.refine(self.prep.model, self.log, harness.refine_instructions, self.say)
+            await harness.refine(self.prep.model, self.budget, self.log, harness.refine_instructions, self.say)
         outcome = await self.judge()
-        for r in self.judge.last if isinstance(outcome, str) or outcome.reason != "completed" else []:
+        for r in self.judge.last if isinstance(outcome, str) or outcome.reason is not StopReason.COMPLETED else []:
             self.say(f"gate {r.name}: {'pass' if r.passed else 'FAIL'} (exit {r.exit_code}, {r.duration_s:.1f}s)")
         return outcome
 
@@ -288,17 +292,39 @@ class Run:
             self.bridge.register(op, fn)
 
     async def _finish(self) -> dict[str, Any]:
-        cfg, wt, out = self.prep.cfg, self.prep.worktree, self.prep.out
+        """Stop everything, settle the outcome, write the artifacts; the worktree goes whatever happens."""
+        cfg = self.prep.cfg
+        try:
+            await self._teardown()
+            patch, changed, flags = self._verdict()
+            exit_code = self.stop.reason.exit_code
+            if self.stop.reason is StopReason.INTERRUPTED and self.signal_code is not None:
+                exit_code = self.signal_code
+            arts = finish.Artifacts(self.prep.out, self._result(exit_code, changed, flags), self.say)
+            result = finish.write_all(arts, patch=patch, gates=self.judge.last, notebook=self.notebook, log=self.log,
+                                      harness=self.prep.harness, push=cfg.push)
+            for line in github_annotations(self.judge.last) if _in_actions() else []:
+                print(line)
+        finally:
+            if not cfg.keep_worktree:
+                self.prep.worktree.remove()
+        return result
+
+    async def _teardown(self) -> None:
         if self.family is not None:
             await self.family.stop_all()
         if self.kernel is not None:
-            if self.stop.reason == "interrupted":
+            if self.stop.reason is StopReason.INTERRUPTED:
                 self.kernel.kill()
             else:
                 await self.kernel.shutdown()
         await self.bridge.close()
         if leftovers := procs.sweep(f"{RUN_MARKER}={self.marker}".encode()):
             self.say(f"killed {leftovers} leftover process(es) of this run")
+
+    def _verdict(self) -> tuple[str, list[str], list[str]]:
+        """The patch, the changed files and flags; a secret or protected path in the diff is a security stop."""
+        cfg, wt = self.prep.cfg, self.prep.worktree
         flags: list[str] = []
         try:
             patch, changed = wt.diff()
@@ -307,86 +333,27 @@ class Run:
             flags.append(f"diff unavailable: {exc}")
         verdict = protect.check(wt, changed, cfg.gates_file, cfg.allow_protected)
         flags += verdict.flags()
-        if redact.contains_secret(patch) and self.stop.reason != "interrupted":
-            self.stop = Stop("security_stop", "a registered secret (or an encoding of one) is in the patch")
-        elif verdict.protected and self.stop.reason != "interrupted":
-            self.stop = Stop("security_stop", "protected paths changed: " + ", ".join(verdict.protected[:10]))
-        elif self.stop.reason == "completed" and cfg.require_changes and not changed:
-            self.stop = Stop("no_changes", "--require-changes and the diff is empty")
-        exit_code = self.signal_code if self.stop.reason == "interrupted" else report.EXIT_CODES[self.stop.reason]
-        assert exit_code is not None
-        result = self._result(exit_code, changed, flags)
-        try:
-            report.write_atomic(out / "patch.diff", patch)
-            write_gates_junit(self.judge.last, out / "junit.xml")
-            report.write_json(out / "result.json", result)
-            if self.notebook is not None:
-                self.notebook.flush()
-            self.log.custom("prime_ci.stop", {"stop_reason": self.stop.reason, "exit_code": exit_code,
-                                              "detail": self.stop.detail})
-            self.log.close()
-            if scrubbed := redact.redact_tree(out):
-                self.say(f"masked registered secrets in {len(scrubbed)} artifact file(s)")
-            result["harness"] = self._finish_harness()
-            report.write_json(out / "result.json", result)
-            report.write_atomic(out / "summary.md", report.summary_markdown(result))
-        except PersistenceError as exc:
-            result.update(stop_reason="persistence_error", exit_code=6, success=False, detail=str(exc))
-        for line in github_annotations(self.judge.last) if _in_actions() else []:
-            print(line)
-        if not cfg.keep_worktree:
-            wt.remove()
-        return result
-
-    def _finish_harness(self) -> dict[str, Any]:
-        out = self.prep.out
-        try:
-            info: dict[str, Any] = self.prep.harness.finish(
-                out, {"session.jsonl": out / "session.jsonl", "result.json": out / "result.json"}, self.prep.cfg.push)
-            return info
-        except (HarnessError, GitError) as exc:
-            self.say(f"harness state not committed: {exc}")
-            return {"error": str(exc)}
+        if redact.contains_secret(patch) and self.stop.reason is not StopReason.INTERRUPTED:
+            self.stop = Stop(StopReason.SECURITY_STOP, "a registered secret (or an encoding of one) is in the patch")
+        elif verdict.protected and self.stop.reason is not StopReason.INTERRUPTED:
+            self.stop = Stop(StopReason.SECURITY_STOP, "protected paths changed: " + ", ".join(verdict.protected[:10]))
+        elif self.stop.reason is StopReason.COMPLETED and cfg.require_changes and not changed:
+            self.stop = Stop(StopReason.NO_CHANGES, "--require-changes and the diff is empty")
+        return patch, changed, flags
 
     def _result(self, exit_code: int, changed: list[str], flags: list[str]) -> dict[str, Any]:
-        cfg = self.prep.cfg
-        return {
-            "version": report.RESULT_VERSION,
-            "run_id": self.prep.run_id,
-            "stop_reason": self.stop.reason,
-            "exit_code": exit_code,
-            "success": exit_code == 0,
-            "detail": self.stop.detail,
-            "task": cfg.task_text(),
-            "model": self.prep.model.name,
-            "base_commit": self.prep.worktree.base_commit,
-            "wall_s": round(self.budget.elapsed(), 3),
-            "usage": self.budget.usage(),
-            "budgets": self.budget.limits_dict(),
-            "gates": [r.to_dict() for r in self.judge.last],
-            "children": self.family.summary() if self.family else [],
-            "changed_files": changed,
-            "flags": flags,
-            "sandbox": self.prep.sandbox_status,
-            "python": str(self.prep.project.interp.executable),
-            "setup": [o.to_dict() for o in self.setup],
-            "rounds": self.judge.round_log,
-            "dirty": self.prep.worktree.dirty,
-            "snapshot_of": self.prep.worktree.snapshot_of,
-            "out_dir": str(self.prep.out),
-            "worktree": str(self.prep.worktree.path) if cfg.keep_worktree else None,
-        }
-
-
-def _restore_budget(budget: Budget, state: ResumeState) -> None:
-    """Spend so far, from the last usage record (no double counting: it is cumulative)."""
-    u = state.usage
-    budget.turns, budget.model_calls = int(u.get("turns", 0)), int(u.get("model_calls", 0))
-    budget.prompt_tokens, budget.completion_tokens = int(u.get("prompt_tokens", 0)), int(u.get("completion_tokens", 0))
-    cost = u.get("cost_usd")
-    budget.cost_known = cost is not None or not u
-    budget.cost_usd = float(cost or 0.0)
-    budget.wall_offset = state.wall_spent
+        cfg, wt = self.prep.cfg, self.prep.worktree
+        return result_json(
+            version=report.RESULT_VERSION, run_id=self.prep.run_id, stop_reason=self.stop.reason,
+            exit_code=exit_code, success=exit_code == 0, detail=self.stop.detail, task=cfg.task_text(),
+            model=self.prep.model.name, base_commit=wt.base_commit, wall_s=round(self.budget.elapsed(), 3),
+            usage=self.budget.usage(), budgets=self.budget.limits_dict(),
+            gates=[r.to_dict() for r in self.judge.last], children=self.family.summary() if self.family else [],
+            changed_files=changed, flags=flags, sandbox=self.prep.sandbox_status,
+            python=str(self.prep.project.interp.executable), setup=[o.to_dict() for o in self.setup],
+            rounds=self.judge.round_log, dirty=wt.dirty, snapshot_of=wt.snapshot_of, out_dir=str(self.prep.out),
+            worktree=str(wt.path) if cfg.keep_worktree else None,
+        )
 
 
 def _in_actions() -> bool:
@@ -399,5 +366,9 @@ def execute(prep: Prepared, say: Say, *, resume: ResumeState | None = None, salv
         with contextlib.suppress(KeyboardInterrupt):
             return asyncio.run(run.execute())
         raise SystemExit(130)
+    except PersistenceError:  # the session log could not be started: no artifacts, one line on stderr
+        if not prep.cfg.keep_worktree:
+            prep.worktree.remove()
+        raise
     finally:
         procs.reap_orphans()  # the event loop (and its child watcher) is gone: collect adopted zombies

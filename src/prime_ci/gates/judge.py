@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from prime_ci.engine.agent import Stop
+from prime_ci.engine.stops import Stop, StopReason
 from prime_ci.gates.fast_rerun import FastRerun, plan_rerun
 from prime_ci.gates.runner import GateResult, GateSpec, feedback_message, run_gates, workspace_fingerprint
 from prime_ci.isolation.worktree import Worktree
@@ -128,12 +128,12 @@ class Judge:
     async def __call__(self) -> Stop | str:
         """Called when the model ends its turn."""
         if not self.specs:
-            return Stop("completed", "the model finished its turn (no gates configured)")
+            return Stop(StopReason.COMPLETED, "the model finished its turn (no gates configured)")
         if self.last and not self.passed() and self._unchanged():
             self.failed_rounds += 1
             self.log.custom("prime_ci.gate", {"round": self.rounds, "skipped": "workspace unchanged"})
             if self.failed_rounds > self.max_retries:
-                return Stop("gates_failed", "gates still failing and the workspace did not change")
+                return Stop(StopReason.GATES_FAILED, "gates still failing and the workspace did not change")
             return (
                 "Gates were not rerun: the workspace has not changed since the last failing round, so the "
                 f"result would be the same (round {self.failed_rounds}/{self.max_retries} of retries used). "
@@ -146,10 +146,10 @@ class Judge:
             fast_feedback = await self._fast() if self._reruns else None
             results = [] if fast_feedback is not None else await self._full(None)
         if fast_feedback is None and all(r.passed for r in results):
-            return Stop("completed", "all gates passed")
+            return Stop(StopReason.COMPLETED, "all gates passed")
         self.failed_rounds += 1
         if self.failed_rounds > self.max_retries:
-            return Stop("gates_failed", f"gates still failing after {self.max_retries} retries")
+            return Stop(StopReason.GATES_FAILED, f"gates still failing after {self.max_retries} retries")
         what = "fast rerun still failing" if fast_feedback is not None else "failed"
         header = f"Gate round {self.rounds}: {what} (retry {self.failed_rounds}/{self.max_retries}).\n"
         return header + (fast_feedback or "\n" + feedback_message(self.last))

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from prime_ci.engine.budget import Budget, Limits
 from prime_ci.errors import PrimeCIError
 from prime_ci.harness.store import (
     KINDS,
@@ -295,13 +296,18 @@ def session_run_id(session: SessionFile, path: Path) -> str:
 
 async def refine(
     model: Model, store: HarnessStore, session_path: Path, *, instructions: str | None, source_run: str,
-    trust: str, max_tokens: int = 8000, timeout: float = 300.0,
+    trust: str, budget: Budget | None = None, max_tokens: int = 8000, timeout: float = 300.0,
 ) -> RefineOutcome:
-    """One model call with ``submit_refinement`` as the only tool; apply the plan or record the rejection."""
+    """One model call with ``submit_refinement`` as the only tool; apply the plan or record the rejection.
+
+    The call is metered on ``budget`` (a run's ledger; a fresh default one when refining alone): it raises
+    ``BudgetExhausted``, and nothing is recorded, when the budget cannot fit it.
+    """
     session = read_session(session_path)
     session_ids = {e["id"] for e in session.entries if isinstance(e.get("id"), str)}
-    reply = await model.complete(build_request(store, session, instructions), [REFINE_TOOL],
-                                 max_tokens=max_tokens, timeout=timeout)
+    meter = budget if budget is not None else Budget(Limits())
+    reply = await meter.call(model, build_request(store, session, instructions), [REFINE_TOOL], turn=False,
+                             max_tokens=max_tokens, timeout=timeout)
     calls = [c for c in reply.tool_calls if c.name == "submit_refinement"]
     raw = calls[0].arguments if calls else reply.text
 

@@ -5,12 +5,16 @@ propose the refined state on the harness branch.
 
 from __future__ import annotations
 
+import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prime_ci.errors import ConfigError
+from prime_ci.artifacts import durable
+from prime_ci.engine.budget import Budget, BudgetExhausted
+from prime_ci.errors import ConfigError, PersistenceError
 from prime_ci.harness.branch import commit_state, git_dir_of, load_branch, proposal_branch, push, write_pr_body
 from prime_ci.harness.prompt import prompt_section, subagent_spec
 from prime_ci.harness.refine import refine
@@ -123,13 +127,22 @@ class HarnessRun:
         return {"harness.list": list_, "harness.read": read, "harness.create": create, "harness.update": update,
                 "harness.delete": delete, "refine.run": refine_run}
 
-    async def refine(self, model: Model, session: SessionLog, instructions: str | None, say: Any) -> None:
-        """One refinement from the session so far; applied or rejected, it is logged either way."""
+    async def refine(self, model: Model, budget: Budget, session: SessionLog, instructions: str | None,
+                     say: Callable[[str], None]) -> None:
+        """One refinement from the session so far, metered on the run's budget; applied, rejected or refused
+        (the budget cannot fit the call), it is logged either way."""
         if self.store is None:
             return
         session.commit()
-        outcome = await refine(model, self.store, session.path, instructions=instructions, source_run=self.run_id,
-                               trust=self.trust)
+        try:
+            outcome = await refine(model, self.store, session.path, instructions=instructions,
+                                   source_run=self.run_id, trust=self.trust, budget=budget)
+        except BudgetExhausted as exc:
+            session.custom("prime_ci.harness", {"refine": "skipped", "reason": exc.reason.value,
+                                                "detail": exc.detail})
+            say(f"refinement skipped: {exc.detail} ({exc.reason.value})")
+            return
+        session.custom("prime_ci.usage", {**budget.usage(), "refine": True})
         if outcome.changeset is not None:
             self.changesets.append(outcome.changeset)
             if outcome.plan is not None:
@@ -146,10 +159,7 @@ class HarnessRun:
         if self.store is None:
             return {}
         info: dict[str, Any] = {"changesets": [cs.id for cs in self.changesets]}
-        dest = out / "harness"
-        if dest.exists():
-            shutil.rmtree(dest)
-        shutil.copytree(self.store.root, dest, symlinks=True)
+        copy_state(self.store.root, out / "harness")
         if self.branch is None or self.repo_git_dir is None:
             return info
         target = proposal_branch(self.branch, self.run_id) if self.propose else self.branch
@@ -168,3 +178,20 @@ class HarnessRun:
             push(self.repo_git_dir, target)
             info["pushed"] = True
         return info
+
+
+def copy_state(root: Path, dest: Path) -> None:
+    """DEST becomes a copy of the harness state (an artifact: every file written through ``durable``)."""
+
+    def copy(src: str, dst: str) -> None:
+        durable.write(Path(dst), Path(src).read_bytes(), mode=os.stat(src).st_mode & 0o777)
+
+    try:
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(root, dest, symlinks=True, copy_function=copy)
+    except shutil.Error as exc:  # per-file errors collected by copytree: (src, dst, reason)
+        first = exc.args[0][0]
+        raise PersistenceError(f"cannot copy the harness state to {dest}: {first[1]}: {first[2]}") from exc
+    except OSError as exc:
+        raise PersistenceError(f"cannot copy the harness state to {dest}: {durable.describe(exc)}") from exc

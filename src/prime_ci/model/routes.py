@@ -139,17 +139,22 @@ def _model_info(litellm: ModuleType, model: str) -> dict[str, Any]:
     return table.get(model) or table.get(model.split("/", 1)[-1]) or {}
 
 
+def _prices(litellm: ModuleType, model: str) -> tuple[float, float] | None:
+    """USD per prompt token and per completion token from litellm's local table; None for unlisted models."""
+    info = _model_info(litellm, model)
+    inp, out = info.get("input_cost_per_token"), info.get("output_cost_per_token")
+    return None if inp is None or out is None else (float(inp), float(out))
+
+
 def _cost(litellm: ModuleType, model: str, usage: Usage) -> float | None:
     """Cost from litellm's local price table; None (unknown) for models it does not list."""
-    info = _model_info(litellm, model)
-    if not info:
-        return None
-    inp = info.get("input_cost_per_token")
-    out = info.get("output_cost_per_token")
-    if inp is None or out is None:
-        return None
-    cost: float = float(inp) * usage.prompt_tokens + float(out) * usage.completion_tokens
-    return cost
+    price = _prices(litellm, model)
+    return None if price is None else price[0] * usage.prompt_tokens + price[1] * usage.completion_tokens
+
+
+def prices(model: Model) -> tuple[float, float] | None:
+    """The prices ``_cost`` charges a model's calls at (the budget reserves with them); None when unknown."""
+    return _prices(litellm_module(), model.name) if isinstance(model, LiteLLMModel) else None
 
 
 DEFAULT_WINDOW = 128_000
