@@ -7,14 +7,15 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from prime_ci.testing import ScriptedServer
+from prime_ci.testing import RecordedRequest, ScriptedServer
 
 PRIME_CI = shutil.which("prime-ci", path=os.path.dirname(sys.executable)) or "prime-ci"
 
@@ -117,3 +118,37 @@ def live_processes_with(marker: str) -> list[int]:
             except OSError:
                 continue
     return alive
+
+
+# --- waiting on conditions (never on fixed sleeps): generous deadlines, since a loaded runner is slow ---------
+
+
+def wait_until(condition: Callable[[], object], *, timeout: float = 60.0, what: str = "the condition",
+               interval: float = 0.02) -> None:
+    """Poll ``condition`` until it is true; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def wait_for_chat(
+    server: ScriptedServer, n: int, proc: subprocess.Popen[Any] | None = None, *, timeout: float = 120.0
+) -> list[RecordedRequest]:
+    """Until ``server`` has recorded ``n`` chat requests; fails at once when ``proc`` exits first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return server.wait_for_requests(n, timeout=0.5, chat=True)
+        except TimeoutError:
+            if proc is not None and proc.poll() is not None:
+                raise AssertionError(f"the process exited ({proc.returncode}) before chat request {n}") from None
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"no chat request {n} within {timeout:.0f}s") from None
+
+
+def load_factor() -> float:
+    """How much slower than an idle machine this one may be now: the 1-minute load average per core, >= 1.
+    A latency promise measured by a test (e.g. "stops within 5 s") is scaled by it."""
+    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from pathlib import Path
 
-from conftest import run_prime
+from conftest import run_prime, wait_until
 from prime_ci.testing import ScriptedServer, contains, ipython, reply
 
 # In a sandbox every kernel is pid 2 of its own PID namespace: identify a kernel by (namespace, pid).
@@ -138,23 +137,29 @@ def test_killed_child_gives_failure_notice_and_no_survivors(
 
     pids: list[int] = []
 
+    def child_host() -> int:
+        for pid_dir in Path("/proc").iterdir():
+            if pid_dir.name.isdigit():
+                try:
+                    cmd = (pid_dir / "cmdline").read_bytes()
+                except OSError:
+                    continue
+                if b"prime_ci.child\x00" in cmd and str(tmp_path).encode() in cmd:
+                    return int(pid_dir.name)
+        return 0
+
     def killer() -> None:
-        # the child prints its pids only in a later request, so kill the host once its kernel sleeps
-        host_pid = 0
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not host_pid:
-            for pid_dir in Path("/proc").iterdir():
-                if pid_dir.name.isdigit():
-                    try:
-                        cmd = (pid_dir / "cmdline").read_bytes()
-                    except OSError:
-                        continue
-                    if b"prime_ci.child\x00" in cmd and str(tmp_path).encode() in cmd:
-                        host_pid = int(pid_dir.name)
-            time.sleep(0.1)
+        # kill the child's host once the child got its (sleeping) cell from the provider: waited for as a
+        # condition, not a fixed delay
+        try:
+            wait_until(lambda: any(_is_child(r.body) for r in server.chat_requests), timeout=120,
+                       what="the child's first model request")
+            wait_until(child_host, timeout=60, what="the child host process")
+        except AssertionError:
+            return  # the assertions below then fail
+        host_pid = child_host()
         if host_pid <= 0:
-            return  # never signal pid 0 (the whole process group); the assertions below then fail
-        time.sleep(1.5)
+            return  # never signal pid 0 (the whole process group)
         pids.append(host_pid)
         os.kill(host_pid, 9)
 
@@ -199,7 +204,8 @@ def test_isolated_worktrees_do_not_clobber(tmp_path: Path, buggy_repo: Path, ser
     )
     run = run_prime(tmp_path, buggy_repo, server, "--keep-worktree")
     assert run.code == 0, run.proc.stderr
-    final = "\n".join(_last_tool_output(r.body) for r in server.chat_requests[-1:])
+    # the root's request after its last cell (a child's last request may arrive after it)
+    final = next(out for r in reversed(server.chat_requests) if "MINE" in (out := _last_tool_output(r.body)))
     assert "rlm/left # written by left" in final and "rlm/right # written by right" in final
     assert "MINE def add(a, b):" in final
     assert sorted(c["branch"] for c in run.result["children"]) == ["rlm/left", "rlm/right"]

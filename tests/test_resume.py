@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import PRIME_CI, run_cli
+from conftest import PRIME_CI, run_cli, wait_for_chat
 from prime_ci.testing import ScriptedServer, Step, ipython, reply
 
 TURNS = 6
@@ -45,12 +45,14 @@ def _complete_lines(path: Path) -> bytes:
 
 
 def kill_and_resume(repo: Path, out: Path, srv: ScriptedServer, after: int, delay: float) -> tuple[str, int]:
-    """Kill the host ``delay`` seconds after the server saw ``after`` requests of this run, then resume."""
+    """Kill the host ``delay`` seconds after the server saw ``after`` requests of this run, then resume.
+
+    The delay is the fault injection (a random kill point), not synchronisation: reaching request ``after``
+    is waited for as a condition."""
     url, seen = srv.url, len(srv.chat_requests)
     proc = _start(repo, out, url)
-    deadline = time.monotonic() + 60
-    while len(srv.chat_requests) - seen < after and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
+    if after:
+        wait_for_chat(srv, seen + after, proc)
     time.sleep(delay)
     proc.send_signal(signal.SIGKILL)  # only the host, as an OOM kill or a runner crash would
     proc.wait()
@@ -71,10 +73,15 @@ def kill_and_resume(repo: Path, out: Path, srv: ScriptedServer, after: int, dela
     return "resumed", len(before.splitlines())
 
 
-def _sweep(tmp_path: Path, repo: Path, trials: int, seed: int) -> list[tuple[str, int]]:
+def _points(trials: int, seed: int) -> list[tuple[int, float]]:
+    """(requests seen, then seconds) before each kill: deterministic for a seed."""
     rng = random.Random(seed)
-    points = [(rng.randint(0, TURNS), rng.uniform(0, 0.6) if rng.random() < 0.1 else rng.uniform(0, 0.03))
-              for _ in range(trials)]
+    return [(rng.randint(0, TURNS), rng.uniform(0, 0.6) if rng.random() < 0.1 else rng.uniform(0, 0.03))
+            for _ in range(trials)]
+
+
+def _sweep(tmp_path: Path, repo: Path, trials: int, seed: int) -> list[tuple[str, int]]:
+    points = _points(trials, seed)
     outcomes: list[tuple[str, int]] = []
     errors: list[BaseException] = []
     lock = threading.Lock()
@@ -102,15 +109,30 @@ def _sweep(tmp_path: Path, repo: Path, trials: int, seed: int) -> list[tuple[str
     return outcomes
 
 
-def test_kill9_at_random_points_then_resume(tmp_path: Path, buggy_repo: Path) -> None:
-    outcomes = _sweep(tmp_path, buggy_repo, 50, seed=20261202)
+def _sweep_and_check(tmp_path: Path, repo: Path, trials: int, seed: int) -> None:
+    outcomes = _sweep(tmp_path, repo, trials, seed)
     resumed = [lines for kind, lines in outcomes if kind == "resumed"]
-    assert len(outcomes) == 50 and len(resumed) >= 40, outcomes
-    assert len(set(resumed)) > 5, "kills should land at many different points of the run"
+    # a kill after the first model request always finds the run record (it is written before that call)
+    must_resume = sum(1 for after, _ in _points(trials, seed) if after > 0)
+    assert len(outcomes) == trials and len(resumed) >= must_resume, outcomes
+    assert len(set(resumed)) >= min(3, must_resume), "kills should land at different points of the run"
     print(f"kill -9 trials: {len(outcomes)}, resumed {len(resumed)}, committed lines at kill: {sorted(set(resumed))}")
 
 
+def test_kill9_at_random_points_then_resume(tmp_path: Path, buggy_repo: Path) -> None:
+    # sized for the PR tier on a loaded 2-core runner (each trial is two prime-ci processes); the long
+    # sweeps below are nightly
+    _sweep_and_check(tmp_path, buggy_repo, 12, seed=20261202)
+
+
 @pytest.mark.nightly
+@pytest.mark.timeout(1800)
+def test_kill9_at_random_points_then_resume_nightly(tmp_path: Path, buggy_repo: Path) -> None:
+    _sweep_and_check(tmp_path, buggy_repo, 50, seed=20261202)
+
+
+@pytest.mark.nightly
+@pytest.mark.timeout(4 * 3600)  # ~1-2 s per trial on two workers
 def test_kill9_sweep_nightly(tmp_path: Path, buggy_repo: Path) -> None:
     outcomes = _sweep(tmp_path, buggy_repo, 1000, seed=7)
     assert len(outcomes) == 1000
@@ -126,9 +148,7 @@ def _finished_run(tmp_path: Path, repo: Path) -> Path:
 def _killed_after(repo: Path, out: Path, srv: ScriptedServer, requests: int) -> None:
     """Start a run and SIGKILL its host once the provider has seen ``requests`` requests."""
     proc = _start(repo, out, srv.url)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and len(srv.chat_requests) < requests:
-        time.sleep(0.05)
+    wait_for_chat(srv, requests, proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PRIME_CI, live_processes_with
+from conftest import PRIME_CI, live_processes_with, load_factor, wait_until
 from prime_ci.testing import ScriptedServer, hang, ipython, reply
 
 
@@ -35,24 +35,26 @@ def test_signal_stops_cleanly(phase: str, sig: int, code: int, tmp_path: Path, b
         proc = subprocess.Popen([PRIME_CI, "run", str(buggy_repo), "--task", "t", "--model", "openai/x",
                                  "--api-base", server.url, "--out", str(out), *gate], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            # match the sleep itself: prime-ci's own command line holds the marker too (in --gate)
-            sleeping = bool(live_processes_with(f"sleep\0{marker}"))
-            busy = {"model": len(server.chat_requests) >= 1, "cell": sleeping, "gate": sleeping}[phase]
-            if busy:
-                break
-            time.sleep(0.1)
-        time.sleep(0.5)
+        # match the sleep itself: prime-ci's own command line holds the marker too (in --gate); the cell
+        # starts two sleeps (one escaped with setsid), the gate one
+        sleeps = {"model": 0, "cell": 2, "gate": 1}[phase]
+
+        def busy() -> bool:
+            assert proc.poll() is None, proc.communicate()[1]
+            if phase == "model":
+                return len(server.chat_requests) >= 1
+            return len(live_processes_with(f"sleep\0{marker}")) >= sleeps
+
+        wait_until(busy, timeout=120, what=f"prime-ci to be busy in the {phase}")
         sent = time.monotonic()
         proc.send_signal(sig)
-        _stdout, stderr = proc.communicate(timeout=30)
+        _stdout, stderr = proc.communicate(timeout=60)
         elapsed = time.monotonic() - sent
     assert proc.returncode == code, stderr
-    assert elapsed < 5.0, f"took {elapsed:.1f}s to stop"
+    # the promise is 5 s on a runner (GitHub kills at 7.5 s); a loaded test machine stretches every step alike
+    assert elapsed < 5.0 * load_factor(), f"took {elapsed:.1f}s to stop (load factor {load_factor():.1f})"
     result = json.loads((out / "result.json").read_text())
     assert result["stop_reason"] == "interrupted" and result["exit_code"] == code
     last = json.loads((out / "session.jsonl").read_text().splitlines()[-1])
     assert last["customType"] == "prime_ci.stop" and last["data"]["stop_reason"] == "interrupted"
-    time.sleep(0.3)
-    assert live_processes_with(f"sleep\0{marker}") == []
+    wait_until(lambda: not live_processes_with(f"sleep\0{marker}"), timeout=30, what="no sleep left running")

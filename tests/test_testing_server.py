@@ -288,7 +288,7 @@ def test_request_recording_and_other_endpoints() -> None:
         bad = conn.getresponse()
         bad.read()
         conn.close()
-        recorded = srv.wait_for_requests(5, timeout=2)
+        recorded = srv.wait_for_requests(5, timeout=30)
     assert models.status == 200 and models_body["object"] == "list" and models_body["data"][0]["id"]
     assert missing.status == 404 and "error" in missing_body
     assert bad.status == 400
@@ -328,7 +328,7 @@ def test_hang_then_client_timeout_and_fast_close() -> None:
     start = time.monotonic()
     with pytest.raises(TimeoutError):
         chat(srv, timeout=0.3)
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 30 / 2  # the client's timeout ended it, not the 30 s hang
     assert completion(srv)["choices"][0]["message"]["content"] == "after"
 
     hung = ScriptedServer([hang(60)]).start()
@@ -342,12 +342,12 @@ def test_hang_then_client_timeout_and_fast_close() -> None:
 
     worker = threading.Thread(target=call, daemon=True)
     worker.start()
-    hung.wait_for_requests(1, timeout=2)
+    hung.wait_for_requests(1, timeout=30)
     start = time.monotonic()
     hung.close()
     srv.close()
-    assert time.monotonic() - start < 2
-    worker.join(timeout=5)
+    assert time.monotonic() - start < 60 / 2  # close() ended the hang, it did not wait out its 60 s
+    worker.join(timeout=30)
     assert not worker.is_alive() and len(outcome) == 1
 
 

@@ -7,22 +7,19 @@ Also holds the small helpers (middle clipping, stack-frame locations) that :mod:
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import junit_xml
 
+from prime_ci.artifacts import durable
 from prime_ci.isolation.untrusted import strip_ansi
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-
-    from prime_ci.gates.runner import GateResult
 
 MAX_REPORT_BYTES = 50 * 1024 * 1024
 FAILURE_TEXT_LIMIT = 2048
@@ -47,6 +44,25 @@ class JUnitFailure:
     file: str | None = None
     line: int | None = None
 
+
+
+class GateResult(Protocol):
+    """What this module reads of a gate run (``prime_ci.gates.runner.GateResult``), without importing the runner."""
+
+    name: str
+    command: str
+    passed: bool
+    exit_code: int | None
+    timed_out: bool
+    output: str
+    output_bytes: int
+    duration_s: float
+    attempts: int
+    flaky: bool
+    timeout_s: float | None
+
+    @property
+    def failures(self) -> list[JUnitFailure]: ...
 
 def clip_middle(text: str, limit: int, unit: str = "chars", total: int | None = None) -> str:
     """Keep head and tail of ``text`` within ``limit`` chars, with a marker naming what was cut.
@@ -215,7 +231,9 @@ def _failure_output(result: GateResult) -> str:
 
 
 def write_gates_junit(results: Sequence[GateResult], path: Path, *, suite: str = "prime-ci gates") -> None:
-    """One testcase per gate; failures carry bounded output; flaky gates get a ``flaky`` property."""
+    """One testcase per gate; failures carry bounded output; flaky gates get a ``flaky`` property.
+
+    Written (redacted) through ``artifacts.durable``: an unwritable PATH raises ``PersistenceError``."""
     cases = []
     for r in results:
         case = junit_xml.TestCase(xml_safe(r.name), classname="prime-ci.gates", elapsed_sec=round(r.duration_s, 3))
@@ -241,22 +259,7 @@ def write_gates_junit(results: Sequence[GateResult], path: Path, *, suite: str =
             ET.SubElement(props, "property", {"name": "attempts", "value": str(r.attempts)})
             element.insert(0, props)
     ET.indent(root)
-    _write_atomic(path, ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n")
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            os.fchmod(handle.fileno(), 0o644)
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    durable.write(path, ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n")
 
 
 def _escape_data(text: str) -> str:

@@ -6,6 +6,9 @@
 
 Each chat request consumes one step of the script. Recorded header names are lower-cased.
 CLI: ``python -m prime_ci.testing serve --script steps.json [--port N] [--record out.jsonl]``.
+
+In-process seams (no server, no kernel): ``ScriptedModel`` (the ``Model`` protocol) and ``FakeExecutor`` (the
+agent loop's kernel), in ``prime_ci.testing.fakes`` and importable from here.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 from prime_ci.testing.http_server import _MODELS, RecordedRequest, _HTTPServer
 from prime_ci.testing.steps import (
@@ -49,9 +53,32 @@ from prime_ci.testing.steps import (
     truncated,
 )
 
-__all__ = ["Drip", "Error", "Hang", "Raw", "RecordedRequest", "Reply", "ScriptedServer", "Step", "ToolCall",
-           "Truncated", "contains", "drip", "error", "hang", "ipython", "raw", "reply", "steps_from_json",
-           "tool_call", "truncated"]
+if TYPE_CHECKING:
+    from prime_ci.testing.fakes import (
+        FakeExecutor,
+        ModelCall,
+        ScriptedModel,
+        cell,
+        raw_tool_reply,
+        text_reply,
+        tool_reply,
+    )
+
+__all__ = ["Drip", "Error", "FakeExecutor", "Hang", "ModelCall", "Raw", "RecordedRequest", "Reply", "ScriptedModel",
+           "ScriptedServer", "Step", "ToolCall", "Truncated", "cell", "contains", "drip", "error", "hang", "ipython",
+           "raw", "raw_tool_reply", "reply", "steps_from_json", "text_reply", "tool_call", "tool_reply", "truncated"]
+_NOT_CHAT = ("models", "not_found", "bad_request")
+_FAKES = frozenset({"FakeExecutor", "ModelCall", "ScriptedModel", "cell", "raw_tool_reply", "text_reply", "tool_reply"})
+
+
+def __getattr__(name: str) -> Any:
+    """The in-process fakes import the kernel client (zmq): loaded on first use, not by ``serve``."""
+    if name in _FAKES:
+        from prime_ci.testing import fakes
+
+        return getattr(fakes, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 class ScriptedServer:
     """Scripted OpenAI-compatible server on 127.0.0.1; `url` is the base URL for OpenAI clients.
@@ -131,8 +158,7 @@ class ScriptedServer:
 
     @property
     def chat_requests(self) -> list[RecordedRequest]:
-        kinds = ("models", "not_found", "bad_request")
-        return [r for r in self.requests if r.step_kind not in kinds]
+        return [r for r in self.requests if r.step_kind not in _NOT_CHAT]
 
     @property
     def pending(self) -> int:
@@ -140,12 +166,17 @@ class ScriptedServer:
         with self._lock:
             return len(self._queue) + sum(len(q) for _, q in self._routes)
 
-    def wait_for_requests(self, n: int, timeout: float = 5.0) -> list[RecordedRequest]:
-        """Block until at least `n` requests (of any endpoint) were recorded; return them all."""
+    def wait_for_requests(self, n: int, timeout: float = 5.0, *, chat: bool = False) -> list[RecordedRequest]:
+        """Block until at least `n` requests (of any endpoint; with `chat`, chat requests) were recorded;
+        return them all (with `chat`, the chat requests)."""
+
+        def seen() -> list[RecordedRequest]:
+            return [r for r in self._requests if not chat or r.step_kind not in _NOT_CHAT]
+
         with self._cond:
-            if not self._cond.wait_for(lambda: len(self._requests) >= n, timeout):
-                raise TimeoutError(f"got {len(self._requests)} requests, wanted {n} within {timeout}s")
-            return list(self._requests)
+            if not self._cond.wait_for(lambda: len(seen()) >= n, timeout):
+                raise TimeoutError(f"got {len(seen())} requests, wanted {n} within {timeout}s")
+            return seen()
 
     def add(self, *steps: Step) -> None:
         """Append steps to the main queue."""

@@ -6,15 +6,13 @@ import json
 import math
 import socket
 import socketserver
+import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from prime_ci.testing.steps import Body, Drip, Error, Hang, Headers, Raw, Reply, Step, reply
-
-if TYPE_CHECKING:
-    from prime_ci.testing import ScriptedServer
 
 
 @dataclass
@@ -26,6 +24,20 @@ class RecordedRequest:
     t: float  # time.monotonic() when the request was received
     step_kind: str  # a Step kind, or "models", "not_found", "bad_request"
     exhausted: bool = False  # answered with the default step
+
+
+class Owner(Protocol):
+    """What the handlers need of ``prime_ci.testing.ScriptedServer`` (a protocol: no import cycle)."""
+
+    _closing: threading.Event
+
+    def _track(self, conn: socket.socket, add: bool) -> None: ...
+
+    def _record(self, request: RecordedRequest) -> None: ...
+
+    def _dispatch(self, request: RecordedRequest) -> tuple[Step, int]: ...
+
+    def _completion(self, step: Reply, body: Body, n: int) -> Body: ...
 
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
@@ -71,7 +83,7 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, address: tuple[str, int], owner: ScriptedServer) -> None:
+    def __init__(self, address: tuple[str, int], owner: Owner) -> None:
         self.owner = owner
         super().__init__(address, _Handler)
 

@@ -1,0 +1,285 @@
+"""The agent loop, the budget, the judge, the compactor and resume's state rebuild, in process.
+
+No kernel and no server: ``prime_ci.testing.fakes.ScriptedModel`` stands in for the provider and
+``FakeExecutor`` for the kernel; the session log, the budget ledger, the judge (with ``true``/``false`` gates
+in a real git repo) and the compactor are the real ones. Each test runs in milliseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from prime_ci.engine.agent import MAX_MALFORMED, Agent, Stop, StopReason
+from prime_ci.engine.budget import Budget, Limits
+from prime_ci.engine.compact import Compactor
+from prime_ci.engine.resume import rebuild
+from prime_ci.gates.judge import Judge
+from prime_ci.gates.specs import gates_from_commands
+from prime_ci.isolation.worktree import Worktree
+from prime_ci.session.log import SessionLog, read_session
+from prime_ci.testing.fakes import FakeExecutor, ModelCall, ScriptedModel, cell, raw_tool_reply, text_reply, tool_reply
+
+TurnEnd = Callable[[], Awaitable[Stop | str]]
+
+
+async def _completed() -> Stop | str:
+    return Stop(StopReason.COMPLETED, "turn ended")
+
+
+def make_agent(tmp_path: Path, model: ScriptedModel, kernel: FakeExecutor, *, limits: Limits | None = None,
+               turn_end: TurnEnd = _completed, log: SessionLog | None = None) -> Agent:
+    log = log or SessionLog.create(tmp_path / "session.jsonl", cwd=str(tmp_path))
+    agent = Agent(model, kernel, Budget(limits or Limits()), log, turn_end, cell_timeout=60.0)
+    agent.conversation.add({"role": "system", "content": "system prompt"})
+    agent.say("prime_ci.task", "the task")
+    return agent
+
+
+def run(agent: Agent) -> Stop:
+    return asyncio.run(agent.run())
+
+
+def git_worktree(tmp_path: Path) -> Worktree:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.txt").write_text("a\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
+    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "init"], cwd=repo, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True)
+    return Worktree(repo, repo / ".git", head.stdout.strip(), tmp_path, str(repo))
+
+
+def make_judge(tmp_path: Path, log: SessionLog, command: str, retries: int) -> Judge:
+    wt = git_worktree(tmp_path)
+    env = {"PATH": os.environ.get("PATH", os.defpath)}
+    return Judge(gates_from_commands([command]), wt, env, tmp_path / "gates", log, retries)
+
+
+def roles(call: ModelCall) -> list[str]:
+    return [m["role"] for m in call.messages]
+
+
+# --- the loop -------------------------------------------------------------------------------------------------
+
+
+def test_a_cell_runs_and_its_result_goes_back_to_the_model(tmp_path: Path) -> None:
+    model = ScriptedModel([tool_reply("x = 41 + 1\nprint(x)"), text_reply("done")])
+    kernel = FakeExecutor(["42\n"])
+    stop = run(make_agent(tmp_path, model, kernel))
+    assert stop.reason == "completed"
+    assert kernel.cells == ["x = 41 + 1\nprint(x)"]
+    assert len(model.calls) == 2
+    assert roles(model.calls[0]) == ["system", "user"]
+    second = model.calls[1]
+    assert roles(second) == ["system", "user", "assistant", "tool"]
+    call_id = second.messages[2]["tool_calls"][0]["id"]
+    assert second.messages[3] == {"role": "tool", "tool_call_id": call_id, "content": "42\n"}
+    assert [t["function"]["name"] for t in second.tools] == ["ipython"]
+
+
+def test_extra_tool_calls_are_refused_and_malformed_calls_stop_the_run(tmp_path: Path) -> None:
+    model = ScriptedModel([raw_tool_reply('{"code": "print(1)"}', extra=1)]
+                          + [raw_tool_reply("{not json") for _ in range(MAX_MALFORMED)])
+    kernel = FakeExecutor()
+    stop = run(make_agent(tmp_path, model, kernel))
+    assert stop.reason == "model_error"
+    assert kernel.cells == ["print(1)"], "only the first call of a turn runs; malformed ones never reach the kernel"
+    tool_results = [m for m in model.calls[1].messages if m["role"] == "tool"]
+    assert len(tool_results) == 2 and "only one tool call per turn" in tool_results[1]["content"]
+    assert len(model.calls) == 1 + MAX_MALFORMED
+    assert "not valid JSON" in model.calls[-1].messages[-1]["content"]
+
+
+def test_an_error_cell_is_reported_as_an_error_result(tmp_path: Path) -> None:
+    model = ScriptedModel([tool_reply("1/0"), text_reply("done")])
+    kernel = FakeExecutor([cell("ZeroDivisionError: division by zero", "error", error="ZeroDivisionError")])
+    agent = make_agent(tmp_path, model, kernel)
+    assert run(agent).reason == "completed"
+    agent.log.close()
+    results = [e["message"] for e in read_session(tmp_path / "session.jsonl").entries
+               if e.get("type") == "message" and e["message"]["role"] == "toolResult"]
+    assert len(results) == 1 and results[0]["isError"] is True
+    assert results[0]["details"]["status"] == "error"
+
+
+# --- the budget -----------------------------------------------------------------------------------------------
+
+
+def test_max_turns_stops_after_exactly_that_many_calls(tmp_path: Path) -> None:
+    model = ScriptedModel(default=tool_reply("print('working')"))
+    agent = make_agent(tmp_path, model, FakeExecutor(), limits=Limits(max_turns=3))
+    assert run(agent).reason == "max_turns"
+    assert len(model.calls) == 3 and agent.budget.turns == 3 and agent.budget.model_calls == 3
+
+
+def test_every_call_is_clamped_and_the_total_stays_within_max_tokens(tmp_path: Path) -> None:
+    budget = 12_000
+    # A greedy model: every answer would be far longer than allowed, so it spends the whole allowance; the
+    # scripted usage counts prompts at chars/4, under the ledger's chars/3 estimate (the documented bound).
+    model = ScriptedModel(default=tool_reply("print('greedy')", completion_tokens=10**6))
+    agent = make_agent(tmp_path, model, FakeExecutor(["y" * 500]),
+                       limits=Limits(max_tokens=budget, max_completion=2000))
+    spent_before: list[int] = []
+    model.on_call = lambda call: spent_before.append(agent.budget.total_tokens)
+    assert run(agent).reason == "max_tokens"
+    assert len(model.calls) >= 3
+    assert 0 < agent.budget.total_tokens <= budget, agent.budget.usage()
+    for call, spent in zip(model.calls, spent_before, strict=True):
+        chars = sum(len(json.dumps(m, ensure_ascii=False)) for m in call.messages) + len(json.dumps(call.tools))
+        estimate = -(-chars // 3)
+        assert 0 < call.max_tokens <= min(2000, budget - spent - estimate), (call.index, call.max_tokens, spent)
+
+
+def test_budget_warnings_reach_the_model(tmp_path: Path) -> None:
+    model = ScriptedModel(default=tool_reply("pass"))
+    run(make_agent(tmp_path, model, FakeExecutor(), limits=Limits(max_turns=10)))
+    notes = [m["content"] for m in model.calls[-1].messages if m["role"] == "user" and "[budget]" in m["content"]]
+    assert [n.split("%")[0] for n in notes] == ["[budget] 50", "[budget] 80"], notes
+
+
+def test_no_wall_clock_left_means_no_model_call(tmp_path: Path) -> None:
+    model = ScriptedModel()
+    assert run(make_agent(tmp_path, model, FakeExecutor(), limits=Limits(max_wall=0))).reason == "max_wall"
+    assert model.calls == []
+
+
+def test_a_cell_never_gets_more_time_than_the_wall_clock_has_left(tmp_path: Path) -> None:
+    kernel = FakeExecutor()
+    agent = make_agent(tmp_path, ScriptedModel([tool_reply("pass")]), kernel, limits=Limits(max_wall=30))
+    run(agent)
+    assert kernel.timeouts and all(0 < t <= 30 for t in kernel.timeouts)
+
+
+# --- the judge ------------------------------------------------------------------------------------------------
+
+
+def test_a_passing_gate_completes_the_run(tmp_path: Path) -> None:
+    log = SessionLog.create(tmp_path / "session.jsonl", cwd=str(tmp_path))
+    judge = make_judge(tmp_path, log, "true", retries=1)
+    model = ScriptedModel([text_reply("done")])
+    assert run(make_agent(tmp_path, model, FakeExecutor(), turn_end=judge, log=log)).reason == "completed"
+    assert judge.rounds == 1 and judge.failed_rounds == 0 and [r.passed for r in judge.last] == [True]
+
+
+def test_a_failing_gate_is_fed_back_until_the_retries_run_out(tmp_path: Path) -> None:
+    log = SessionLog.create(tmp_path / "session.jsonl", cwd=str(tmp_path))
+    judge = make_judge(tmp_path, log, "false", retries=2)
+    counter = iter(range(100))
+
+    def touch(code: str) -> str:  # the model "changes" the workspace every turn, so the gates really rerun
+        (judge.worktree.path / f"scratch_{next(counter)}.txt").write_text(code)
+        return "written"
+
+    model = ScriptedModel([tool_reply("touch()"), text_reply("fixed")] * 3)
+    stop = run(make_agent(tmp_path, model, FakeExecutor(touch), turn_end=judge, log=log))
+    assert stop.reason == "gates_failed"
+    assert len(model.calls) == 6 and judge.rounds == 3 and judge.failed_rounds == 3
+    feedback = model.calls[2].messages[-1]
+    assert feedback["role"] == "user" and "Gate round 1: failed (retry 1/2)" in feedback["content"]
+
+
+def test_an_unchanged_workspace_round_counts_without_rerunning(tmp_path: Path) -> None:
+    log = SessionLog.create(tmp_path / "session.jsonl", cwd=str(tmp_path))
+    judge = make_judge(tmp_path, log, "false", retries=1)
+    model = ScriptedModel([text_reply("done"), text_reply("still done"), text_reply("never asked")])
+    assert run(make_agent(tmp_path, model, FakeExecutor(), turn_end=judge, log=log)).reason == "gates_failed"
+    assert len(model.calls) == 2 and judge.rounds == 1 and judge.failed_rounds == 2
+
+
+# --- the compactor --------------------------------------------------------------------------------------------
+
+
+def compacting_model(summary: str = "SUMMARY: x holds the answer") -> ScriptedModel:
+    """Cells while it works, the summary when asked to compact (a call without tools), then done."""
+
+    turns = iter(range(100))
+
+    def step(call: ModelCall) -> Any:
+        if not call.tools:
+            return text_reply(summary)
+        turn = next(turns)
+        return tool_reply(f"print('turn {turn}')") if turn < 6 else text_reply("done")
+
+    return ScriptedModel(step)
+
+
+def test_compaction_keeps_the_system_prompt_and_task_and_names_kernel_variables(tmp_path: Path) -> None:
+    model = compacting_model()
+    kernel = FakeExecutor(default=cell("o" * 3000), names=["x", "frame"])
+    agent = make_agent(tmp_path, model, kernel)
+    agent.compactor = Compactor(model, agent.budget, agent.log, window=2500)
+    assert run(agent).reason == "completed"
+    summaries = [c for c in model.calls if not c.tools]
+    assert summaries, "the context should have been compacted"
+    after = model.calls[model.calls.index(summaries[0]) + 1]
+    assert after.messages[0]["content"] == "system prompt" and after.messages[1]["content"] == "the task"
+    assert "SUMMARY: x holds the answer" in after.messages[2]["content"]
+    assert "x, frame" in after.messages[2]["content"]
+    for i, m in enumerate(after.messages):  # the cut never orphans a tool result
+        if m["role"] == "tool":
+            assert after.messages[i - 1]["role"] in ("assistant", "tool"), roles(after)
+    assert len(agent.conversation.record) > len(agent.conversation.messages), "history keeps everything"
+    assert agent.budget.model_calls == len(model.calls) and agent.budget.turns == len(model.calls) - len(summaries)
+
+
+# --- resume's state rebuild -----------------------------------------------------------------------------------
+
+
+def usage(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k != "attempts"}
+
+
+def rebuilt(agent: Agent) -> Any:
+    agent.log.close()
+    return rebuild(read_session(agent.log.path, strict=True))
+
+
+def test_rebuild_gives_back_the_conversation_and_the_counters(tmp_path: Path) -> None:
+    log = SessionLog.create(tmp_path / "session.jsonl", cwd=str(tmp_path))
+    judge = make_judge(tmp_path, log, "false", retries=2)
+    model = ScriptedModel([tool_reply("a = 1", text="first"), text_reply("done"), tool_reply("b = 2"),
+                           text_reply("done again"), text_reply("and again")])
+    agent = make_agent(tmp_path, model, FakeExecutor(["one", "two"]), turn_end=judge, log=log)
+    assert run(agent).reason == "gates_failed"
+    state = rebuilt(agent)
+    assert state.messages == agent.conversation.messages[1:], "every message but the system prompt, in order"
+    assert state.ids == agent.conversation.ids[1:]
+    assert usage(state.usage) == agent.budget.usage() and state.usage["turns"] == 5
+    assert (state.gate_rounds, state.failed_rounds) == (judge.rounds, judge.failed_rounds) == (1, 3)
+
+
+def test_rebuild_applies_a_compaction_as_it_happened(tmp_path: Path) -> None:
+    model = compacting_model()
+    agent = make_agent(tmp_path, model, FakeExecutor(default=cell("o" * 3000)))
+    agent.compactor = Compactor(model, agent.budget, agent.log, window=2500)
+    run(agent)
+    state = rebuilt(agent)
+    assert any(not c.tools for c in model.calls)
+    assert state.messages == agent.conversation.messages[1:]
+    assert usage(state.usage) == agent.budget.usage()
+
+
+def test_rebuild_answers_a_tool_call_the_interruption_left_open(tmp_path: Path) -> None:
+    class HostDied(Exception):
+        pass
+
+    def killed(code: str) -> str:
+        raise HostDied  # the host died while the cell ran: the call is logged, its result is not
+
+    agent = make_agent(tmp_path, ScriptedModel([tool_reply("long()")]), FakeExecutor(killed))
+    with pytest.raises(HostDied):
+        run(agent)
+    state = rebuilt(agent)
+    assert [m["role"] for m in state.messages] == ["user", "assistant", "tool"]
+    assert "interrupted" in state.messages[-1]["content"]
+    assert state.usage["turns"] == 1
