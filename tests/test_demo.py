@@ -31,7 +31,8 @@ def test_wheel_contains_package_data_and_runs_demo(tmp_path: Path) -> None:
     wheel = next((tmp_path / "dist").glob("prime_ci-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in ("prime_ci/prompts/system.md", "prime_ci/demo/session.jsonl", "prime_ci/demo/repo/calc.py",
-                   "prime_ci/demo/repo/gitignore", "prime_ci/kernel_api/__init__.py", "prime_ci/py.typed"):
+                   "prime_ci/demo/repo/gitignore", "prime_ci/kernel/api/__init__.py", "prime_ci/py.typed",
+                   "prime_ci/isolation/project_layer.py", "prime_ci/cli/__init__.py", "prime_ci/testing/__main__.py"):
         assert needed in names
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
