@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -131,6 +132,16 @@ def wait_until(condition: Callable[[], object], *, timeout: float = 60.0, what: 
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(interval)
+
+
+async def wait_until_async(condition: Callable[[], object], *, timeout: float = 60.0, what: str = "the condition",
+                           interval: float = 0.02) -> None:
+    """``wait_until`` for a test that must keep its event loop running (e.g. a gate task) while it waits."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        await asyncio.sleep(interval)
 
 
 def wait_for_chat(

@@ -10,7 +10,6 @@ import re
 import shlex
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 import junitparser
 import pytest
 
-from conftest import wait_until
+from conftest import wait_until, wait_until_async
 from prime_ci.errors import ConfigError
 from prime_ci.gates.junit import github_annotations, parse_junit_failures, write_gates_junit
 from prime_ci.gates.runner import (
@@ -270,10 +269,7 @@ def test_cancellation_kills_group_and_escapees(tmp_path: Path, env: dict[str, st
 
     async def main() -> None:
         task = asyncio.create_task(run_gate(spec, cwd=tmp_path, env=env, log_dir=tmp_path / "logs"))
-        deadline = time.monotonic() + 60
-        while len(_alive_with(marker)) < 2 and time.monotonic() < deadline:  # poll: the gate runs meanwhile
-            await asyncio.sleep(0.05)
-        assert len(_alive_with(marker)) == 2
+        await wait_until_async(lambda: len(_alive_with(marker)) == 2, what="both of the gate's sleeps running")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -306,9 +302,7 @@ def test_log_is_written_while_the_gate_runs(tmp_path: Path, env: dict[str, str])
 
     async def main() -> tuple[str, GateResult]:
         task = asyncio.create_task(run_gate(spec, cwd=tmp_path, env=env, log_dir=tmp_path / "logs"))
-        deadline = time.monotonic() + 60
-        while not (log.exists() and log.read_text()) and time.monotonic() < deadline:  # poll: the gate runs
-            await asyncio.sleep(0.02)
+        await wait_until_async(lambda: log.exists() and log.read_text(), what="the gate's first output in its log")
         early = log.read_text()
         release.touch()
         return early, await task

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from conftest import wait_until
 from prime_ci.errors import LogCorruptError, PersistenceError
 from prime_ci.session.log import SALVAGE_TYPE, SessionLog, process_start_time, read_session, read_side_file
 
@@ -61,6 +62,14 @@ except PersistenceError as exc:
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_CI_")}
     return {**env, **extra}
+
+
+def _started(proc: subprocess.Popen[bytes], report: Path) -> bool:
+    """The writer has committed a record; failing at once (with its stderr) if it died first."""
+    if report.exists() and report.stat().st_size > 0:
+        return True
+    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+    return False
 
 
 def _writer(path: Path, report: Path, *, seed: int = 0, count: int = 10**6, big: int = 0,
@@ -125,11 +134,9 @@ def _kill_trials(tmp_path: Path, trials: int, seed: int) -> dict[str, int]:
         work.mkdir()
         path, report = work / "session.jsonl", work / "report"
         proc = _writer(path, report, seed=trial, big=rng.choice([0, 10, 30]))
-        deadline = time.monotonic() + 30
-        while not report.exists() or report.stat().st_size == 0:
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
-            time.sleep(0.002)
-        time.sleep(rng.uniform(0, 0.06))
+        wait_until(lambda p=proc, r=report: _started(p, r), timeout=30, what="the writer's first committed record",
+                   interval=0.002)
+        time.sleep(rng.uniform(0, 0.06))  # the random kill point: fault injection, not synchronisation
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         assert proc.stderr is not None
