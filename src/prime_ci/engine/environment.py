@@ -47,8 +47,9 @@ async def run_setup(prep: Prepared, env: dict[str, str], say: Callable[[str], No
             launcher = dataclasses.replace(sandbox, writable=[*sandbox.writable, str(prep.project.root)],
                                            network=spec.network).wrap([])
         result = await run_gate(spec.as_gate(), cwd=prep.worktree.path, env=env, log_dir=log_dir, launcher=launcher)
-        return SetupOutcome(spec.name, spec.command, result.passed, result.exit_code, result.timed_out,
-                            round(result.duration_s, 3), str(Path("setup") / result.log_path.name))
+        return SetupOutcome(name=spec.name, command=spec.command, passed=result.passed, exit_code=result.exit_code,
+                            timed_out=result.timed_out, duration_s=round(result.duration_s, 3),
+                            log=str(Path("setup") / result.log_path.name))
 
     before = set(prep.worktree.untracked())
     outcomes = await run_all(prep.setup, one, say)

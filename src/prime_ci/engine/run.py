@@ -193,7 +193,7 @@ class Run:
         if done:
             return None
         self.setup = await run_setup(self.prep, self.gate_env, self.say)
-        self.log.custom("prime_ci.setup", {"results": [o.to_dict() for o in self.setup]})
+        self.log.custom("prime_ci.setup", {"results": [o.model_dump() for o in self.setup]})
         if self.setup and not self.setup[-1].passed:
             return Stop(StopReason.SETUP_FAILED, failure_detail(self.setup[-1]))
         return None
@@ -350,7 +350,7 @@ class Run:
             usage=self.budget.usage(), budgets=self.budget.limits_dict(),
             gates=[r.to_dict() for r in self.judge.last], children=self.family.summary() if self.family else [],
             changed_files=changed, flags=flags, sandbox=self.prep.sandbox_status,
-            python=str(self.prep.project.interp.executable), setup=[o.to_dict() for o in self.setup],
+            python=str(self.prep.project.interp.executable), setup=[o.model_dump() for o in self.setup],
             rounds=self.judge.round_log, dirty=wt.dirty, snapshot_of=wt.snapshot_of, out_dir=str(self.prep.out),
             worktree=str(wt.path) if cfg.keep_worktree else None,
         )

@@ -13,12 +13,12 @@ from __future__ import annotations
 import time
 import tomllib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from prime_ci.artifacts.schemas import SetupEntry
 from prime_ci.errors import ConfigError
 from prime_ci.gates.specs import GateSpec, gates_from_commands
 from prime_ci.isolation.worktree import read_file_at
@@ -99,18 +99,7 @@ def collect(items: list[str | dict[str, Any]], file_specs: list[SetupSpec]) -> l
     return specs
 
 
-@dataclass
-class SetupOutcome:
-    name: str
-    command: str
-    passed: bool
-    exit_code: int | None
-    timed_out: bool
-    duration_s: float
-    log: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+SetupOutcome = SetupEntry  # one shape: what the runner returns is what result.json and the log carry
 
 
 Runner = Callable[[SetupSpec], Awaitable[SetupOutcome]]
