@@ -15,6 +15,7 @@ from prime_ci.engine.setup import SetupOutcome, SetupSpec, run_all
 from prime_ci.gates.runner import GateResult, GateSpec, run_gate, run_gates
 from prime_ci.isolation import projenv
 from prime_ci.isolation import sandbox as sandbox_mod
+from prime_ci.isolation.project_layer import swap
 from prime_ci.isolation.sandbox import scrubbed_env
 from prime_ci.isolation.worktree import is_url
 
@@ -26,8 +27,7 @@ def project_vars(prep: Prepared, extra: dict[str, str]) -> dict[str, str]:
     out = project.env(os.environ.get("PATH", os.defpath))
     pythonpath = [*prep.harness.pythonpath(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     if not is_url(wt.source):
-        src = wt.source.rstrip("/")
-        pythonpath = [str(wt.path) + p[len(src):] if p == src or p.startswith(src + "/") else p for p in pythonpath]
+        pythonpath = [swap(p, wt.source.rstrip("/"), str(wt.path)) for p in pythonpath]
     if pythonpath:
         out["PYTHONPATH"] = os.pathsep.join(pythonpath)
     if site := project.kernel_site():

@@ -17,7 +17,7 @@ import sys
 CONFIG = "_prime_ci_layer.json"
 
 
-def _swap(path: str, src: str, dst: str) -> str:
+def swap(path: str, src: str, dst: str) -> str:
     if path == src or path.startswith(src + os.sep):
         return dst + path[len(src):]
     return path
@@ -25,7 +25,7 @@ def _swap(path: str, src: str, dst: str) -> str:
 
 def redirect(src: str, dst: str) -> None:
     """Rewrite every import location under ``src`` (the job's checkout) to the same place under ``dst``."""
-    sys.path[:] = [_swap(p, src, dst) if isinstance(p, str) else p for p in sys.path]
+    sys.path[:] = [swap(p, src, dst) if isinstance(p, str) else p for p in sys.path]
     sys.path_importer_cache.clear()
     for name, module in list(sys.modules.items()):
         if not (name.startswith("__editable__") and name.endswith("_finder")):
@@ -34,12 +34,12 @@ def redirect(src: str, dst: str) -> None:
         if isinstance(mapping, dict):
             for key, value in list(mapping.items()):
                 if isinstance(value, str):
-                    mapping[key] = _swap(value, src, dst)
+                    mapping[key] = swap(value, src, dst)
         namespaces = getattr(module, "NAMESPACES", None)
         if isinstance(namespaces, dict):
             for key, value in list(namespaces.items()):
                 if isinstance(value, list):
-                    namespaces[key] = [_swap(v, src, dst) if isinstance(v, str) else v for v in value]
+                    namespaces[key] = [swap(v, src, dst) if isinstance(v, str) else v for v in value]
 
 
 def apply(config_dir: str) -> None:
@@ -73,7 +73,7 @@ def _redirected_pth_paths(sites: list[str], src: str, dst: str) -> None:
                 line = line.strip()
                 if not line or line.startswith(("#", "import ", "import\t")):
                     continue
-                twin = _swap(os.path.normpath(os.path.join(directory, line)), src, dst)
+                twin = swap(os.path.normpath(os.path.join(directory, line)), src, dst)
                 if twin.startswith(dst) and twin not in sys.path and os.path.isdir(twin):
                     sys.path.append(twin)
 
