@@ -160,6 +160,9 @@ def test_routing_by_contains() -> None:
     assert texts == ["main-1", "b-1", "b-2", "main-2", "(script exhausted)"]
     assert srv.exhausted == 1
     assert contains("needle")({"messages": [{"role": "user", "content": None}]}) is False
+    assert contains("needle")({"system": [{"type": "text", "text": "a needle"}], "messages": []}) is True
+    result = {"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text", "text": "needle!"}]}
+    assert contains("needle")({"messages": [{"role": "user", "content": [result]}]}) is True
 
 
 def test_callable_script() -> None:
@@ -399,7 +402,7 @@ def test_serve_cli(tmp_path: Path) -> None:
     src = str(Path(testing.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))}
     cmd = [sys.executable, "-m", "prime_ci.testing", "serve", "--script", str(script)]
-    cmd += ["--record", str(record)]
+    cmd += ["--record", str(record), "--strict", "--context-window", "4096", "--auto-cache", "--min-cache-tokens", "0"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stdout is not None
@@ -412,13 +415,24 @@ def test_serve_cli(tmp_path: Path) -> None:
         conn.close()
         args = json.loads(out["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"])
         assert args == {"code": "print('cli')"}
+        assert out["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}
+        conn.request("GET", "/v1/models")
+        assert json.loads(conn.getresponse().read())["data"][0]["meta"]["n_ctx"] == 4096
+        null = [*MESSAGES, {"role": "assistant", "content": None}]
+        conn.request("POST", "/v1/chat/completions", json.dumps({"model": "m", "messages": null}))
+        strict = conn.getresponse()
+        strict.read()
+        conn.close()
+        assert strict.status == 500
     finally:
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=10)
     assert proc.returncode == 0, stderr
     rows = [json.loads(line) for line in record.read_text().splitlines()]
-    assert len(rows) == 1
-    assert rows[0]["body"]["messages"] == MESSAGES and rows[0]["step_kind"] == "reply"
+    assert [(r["step_kind"], r["api"]) for r in rows] == [("reply", "openai"), ("models", "openai"),
+                                                           ("rejected", "openai")]
+    assert rows[0]["body"]["messages"] == MESSAGES and rows[0]["rejected"] is None
+    assert "Failed to apply chat template" in rows[2]["rejected"]
 
 
 def test_lifecycle_errors() -> None:
@@ -432,3 +446,120 @@ def test_lifecycle_errors() -> None:
         srv.start()
     with pytest.raises(ValueError):
         error(500, times=0)
+
+
+def models(srv: ScriptedServer) -> list[dict[str, Any]]:
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=5)
+    try:
+        conn.request("GET", "/v1/models")
+        data: list[dict[str, Any]] = json.loads(conn.getresponse().read())["data"]
+        return data
+    finally:
+        conn.close()
+
+
+def test_reasoning_content_and_nested_usage() -> None:
+    thought = "step by step, " * 3
+    nested: testing.UsageSpec = {"prompt_tokens_details": {"cached_tokens": 5}, "completion_tokens": 3,
+                                 "input_tokens": 9}
+    steps = [reply("ok", reasoning=thought), reply("ok", reasoning=thought), reply("x", usage=nested)]
+    with ScriptedServer(steps) as srv:
+        plain = completion(srv)
+        _, _, data = chat(srv, stream=True)
+        scripted = completion(srv)
+    assert plain["choices"][0]["message"] == {"role": "assistant", "content": "ok", "reasoning_content": thought}
+    thinking = math.ceil(len(thought) / 4)
+    assert plain["usage"]["completion_tokens_details"] == {"reasoning_tokens": thinking}
+    assert plain["usage"]["completion_tokens"] == 1 + thinking
+    chunks = [json.loads(e) for e in sse_events(data)[:-1]]
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert "".join(d.get("reasoning_content", "") for d in deltas) == thought
+    assert sum(1 for d in deltas if "reasoning_content" in d) > 1
+    assert rebuild_stream(sse_events(data))["usage"] == plain["usage"]
+    prompt = math.ceil(len(json.dumps(MESSAGES) + "[]") / 4)
+    assert scripted["usage"] == {"prompt_tokens": prompt, "completion_tokens": 3, "total_tokens": prompt + 3,
+                                 "prompt_tokens_details": {"cached_tokens": 5}}  # Anthropic keys left out
+    assert steps_from_json([{"text": "t", "reasoning": "r"}]) == [reply("t", reasoning="r")]
+
+
+def test_auto_cache_reports_the_shared_prefix() -> None:
+    system = {"role": "system", "content": "z" * 6000}
+    first, second = [system, {"role": "user", "content": "one"}], [system, {"role": "user", "content": "two"}]
+
+    def canon(messages: list[dict[str, Any]]) -> str:
+        return "[]" + "".join(json.dumps(m, sort_keys=True) for m in messages)
+
+    with ScriptedServer(default=reply("ok"), auto_cache=True) as srv:
+        cold, warm, repeat = (completion(srv, {"model": "m", "messages": m})["usage"] for m in (first, second, second))
+        other_model = completion(srv, {"model": "other", "messages": second})["usage"]
+        short = [completion(srv, {"model": "m", "messages": MESSAGES})["usage"] for _ in range(2)]
+    a, b = canon(first), canon(second)
+    shared = next(i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
+    assert cold["prompt_tokens_details"] == {"cached_tokens": 0}
+    assert warm["prompt_tokens_details"]["cached_tokens"] == shared // 4 // 128 * 128 >= 1024
+    assert repeat["prompt_tokens_details"]["cached_tokens"] == len(canon(second)) // 4 // 128 * 128
+    assert repeat["prompt_tokens"] == warm["prompt_tokens"] > repeat["prompt_tokens_details"]["cached_tokens"]
+    assert other_model["prompt_tokens_details"]["cached_tokens"] == 0
+    assert short[1]["prompt_tokens_details"]["cached_tokens"] == 0  # below min_cache_tokens (1024)
+    medium = [{"role": "system", "content": "m" * 700}, MESSAGES[1]]
+    with ScriptedServer(default=reply("ok"), auto_cache=True, min_cache_tokens=0) as srv:
+        usages = [completion(srv, {"messages": medium})["usage"] for _ in range(2)]
+    assert [u["prompt_tokens_details"]["cached_tokens"] for u in usages] == [0, 128]
+
+
+def test_strict_mode_rejects_what_local_servers_reject() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    result = {"role": "tool", "tool_call_id": "c1", "content": "ok"}
+
+    def history(assistant: dict[str, Any], tool: dict[str, Any] = result) -> dict[str, Any]:
+        return {"model": "m", "messages": [MESSAGES[1], {"role": "assistant", **assistant}, tool]}
+
+    bad_call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}
+    bodies = [
+        history({"content": None, "tool_calls": [call]}),
+        history({"tool_calls": [call]}),
+        history({"content": "", "tool_calls": [bad_call]}),
+        history({"content": "", "tool_calls": [call]}, {"role": "tool", "content": "ok"}),
+        history({"content": "", "tool_calls": [call]}),
+    ]
+    with ScriptedServer([reply("first"), reply("second")], strict=True) as srv:
+        results = [chat(srv, body) for body in bodies]
+        assert srv.pending == 1  # only the accepted request consumed a step
+        recorded = srv.wait_for_requests(5, chat=True)
+    with ScriptedServer([reply("lenient")]) as lenient:
+        assert completion(lenient, bodies[0])["choices"][0]["message"]["content"] == "lenient"
+    statuses = [status for status, _, _ in results]
+    assert statuses == [500, 500, 400, 400, 200]
+    errors = [json.loads(data)["error"] for _, _, data in results[:4]]
+    assert errors[0]["code"] == 500 and errors[0]["type"] == "server_error"
+    assert '"content": null' in errors[0]["message"]
+    assert errors[1]["message"].startswith("Failed to parse messages: Expected 'content'")
+    assert errors[2]["code"] == 400 and "arguments: Input should be a valid string" in errors[2]["message"]
+    assert "tool_call_id" in errors[3]["message"]
+    assert json.loads(results[4][2])["choices"][0]["message"]["content"] == "first"
+    assert [r.step_kind for r in recorded] == ["rejected"] * 4 + ["reply"]
+    assert [r.rejected for r in srv.rejected] == [e["message"] for e in errors]
+
+
+def test_context_window_models_metadata_and_400() -> None:
+    prompt = math.ceil(len(json.dumps(MESSAGES) + "[]") / 4)
+    long = [{"role": "user", "content": "w" * 600}]
+    with ScriptedServer([reply("fits")], context_window=100) as srv:
+        listed = models(srv)
+        over = chat(srv, max_tokens=100)
+        over_new = chat(srv, max_completion_tokens=90, max_tokens=1)
+        long_prompt = chat(srv, {"model": "m", "messages": long})
+        fits = completion(srv, max_tokens=100 - prompt)
+        assert srv.pending == 0 and len(srv.rejected) == 3
+    with ScriptedServer() as plain:
+        assert "max_model_len" not in models(plain)[0] and "meta" not in models(plain)[0]
+    assert all(m["max_model_len"] == 100 and m["meta"] == {"n_ctx_train": 100, "n_ctx": 100} for m in listed)
+    assert over[0] == 400 and json.loads(over[2]) == {"error": {
+        "message": f"This model's maximum context length is 100 tokens. However, you requested {prompt + 100} tokens "
+                   f"({prompt} in the messages, 100 in the completion). Please reduce the length of the messages or "
+                   "completion.", "type": "BadRequestError", "param": None, "code": 400}}
+    assert f"({prompt} in the messages, 90 in the completion)" in json.loads(over_new[2])["error"]["message"]
+    long_tokens = math.ceil(len(json.dumps(long) + "[]") / 4)
+    assert f"({long_tokens} in the messages, 0 in the completion)" in json.loads(long_prompt[2])["error"]["message"]
+    assert fits["choices"][0]["message"]["content"] == "fits"
+    assert [r.step_kind for r in srv.chat_requests] == ["rejected"] * 3 + ["reply"]

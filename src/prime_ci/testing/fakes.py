@@ -26,7 +26,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from prime_ci.kernel.client import CellResult
-from prime_ci.model.providers import ModelReply, ToolCall, Usage
+from prime_ci.model.providers import ModelReply, ToolCall
+from prime_ci.model.usage import Cost, Usage
 
 __all__ = ["CellStep", "FakeExecutor", "ModelCall", "ModelStep", "ScriptedModel", "cell", "raw_tool_reply",
            "text_reply", "tool_reply"]
@@ -134,7 +135,8 @@ class ScriptedModel:
             usage, finish = Usage(usage.prompt_tokens, call.max_tokens), "length"
         return replace(reply, usage=usage, finish_reason=finish, model=self.name, errors=[],
                        tool_calls=list(reply.tool_calls),
-                       cost_usd=reply.cost_usd if reply.cost_usd is not None else self.cost_usd)
+                       cost=reply.cost if reply.cost is not None else (
+                           None if self.cost_usd is None else Cost(input=self.cost_usd)))
 
 
 @dataclass

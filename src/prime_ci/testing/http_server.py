@@ -1,9 +1,8 @@
-"""The HTTP side of the scripted provider: request recording, handlers, SSE streaming."""
+"""The HTTP side of the scripted provider: request recording, routing by API, sending (SSE too)."""
 
 from __future__ import annotations
 
 import json
-import math
 import socket
 import socketserver
 import threading
@@ -12,6 +11,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
+import prime_ci.testing.anthropic_api as anthropic_api
+import prime_ci.testing.openai_api as openai_api
 from prime_ci.testing.steps import Body, Drip, Error, Hang, Headers, Raw, Reply, Step, reply
 
 
@@ -22,14 +23,21 @@ class RecordedRequest:
     body: Body
     raw: bytes
     t: float  # time.monotonic() when the request was received
-    step_kind: str  # a Step kind, or "models", "not_found", "bad_request"
+    step_kind: str  # a Step kind, or "models", "not_found", "bad_request", "rejected"
     exhausted: bool = False  # answered with the default step
+    rejected: str | None = None  # why the server refused it (strict mode, context window, ...); no step consumed
+
+    @property
+    def api(self) -> str:
+        """"anthropic" for the Messages API, else "openai"."""
+        return "anthropic" if self.path.endswith("/messages") else "openai"
 
 
 class Owner(Protocol):
     """What the handlers need of ``prime_ci.testing.ScriptedServer`` (a protocol: no import cycle)."""
 
     _closing: threading.Event
+    context_window: int | None
 
     def _track(self, conn: socket.socket, add: bool) -> None: ...
 
@@ -37,46 +45,11 @@ class Owner(Protocol):
 
     def _dispatch(self, request: RecordedRequest) -> tuple[Step, int]: ...
 
-    def _completion(self, step: Reply, body: Body, n: int) -> Body: ...
+    def _reply_body(self, api: str, step: Reply, body: Body, n: int, stream: bool) -> Body: ...
 
 
-_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                404: "not_found_error", 429: "rate_limit_error"}
-_ERROR_CODES = {401: "invalid_api_key", 404: "not_found", 429: "rate_limit_exceeded"}
-_MODELS = ("scripted-model", "gpt-4o-mini")
-
-
-def _error_body(status: int, message: str) -> bytes:
-    kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    code = _ERROR_CODES.get(status)
-    return json.dumps({"error": {"message": message, "type": kind, "code": code}}).encode()
-
-
-def _pieces(s: str, k: int) -> list[str]:
-    size = max(1, math.ceil(len(s) / k))
-    return [s[i : i + size] for i in range(0, len(s), size)]
-
-
-def _stream_events(completion: Body) -> list[bytes]:
-    base = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
-    choice = completion["choices"][0]
-    message = choice["message"]
-
-    def chunk(delta: Body, finish: str | None = None) -> Body:
-        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-    content = message["content"]
-    chunks = [chunk({"role": "assistant", "content": None if content is None else ""})]
-    chunks += [chunk({"content": piece}) for piece in _pieces(content or "", 3)]
-    for i, call in enumerate(message.get("tool_calls", [])):
-        fn = call["function"]
-        head = {"index": i, "id": call["id"], "type": "function"}
-        chunks.append(chunk({"tool_calls": [head | {"function": {"name": fn["name"], "arguments": ""}}]}))
-        for piece in _pieces(fn["arguments"], 2):
-            chunks.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}))
-    chunks.append(chunk({}, choice["finish_reason"]))
-    chunks.append({**base, "choices": [], "usage": completion["usage"]})
-    return [b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks] + [b"data: [DONE]\n\n"]
+_APIS = {"/v1/chat/completions": "openai", "/chat/completions": "openai", "/v1/messages": "anthropic",
+         "/messages": "anthropic"}
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -157,54 +130,70 @@ class _Handler(BaseHTTPRequestHandler):
         path, t = self.path.split("?")[0], time.monotonic()
         if path in ("/v1/models", "/models"):
             self._record(path, b"", "models", t)
-            models = [{"id": m, "object": "model", "created": 0, "owned_by": "prime-ci"} for m in _MODELS]
-            self._send([json.dumps({"object": "list", "data": models}).encode()])
+            self._send([openai_api.models_body(self.server.owner.context_window)])
         else:
             self._record(path, b"", "not_found", t)
-            self._send([_error_body(404, f"no route for GET {path}")], status=404)
+            self._send([openai_api.error_body(404, f"no route for GET {path}")], status=404)
 
     def do_POST(self) -> None:
         path, t = self.path.split("?")[0], time.monotonic()
         data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if path not in ("/v1/chat/completions", "/chat/completions"):
+        api = _APIS.get(path)
+        if api is None:
             self._record(path, data, "not_found", t)
-            self._send([_error_body(404, f"no route for POST {path}")], status=404)
+            hint = " (litellm's anthropic/ route appends /v1/messages: pass root_url as api_base)"
+            message = f"no route for POST {path}" + (hint if path.endswith("/messages") else "")
+            self._send([openai_api.error_body(404, message)], status=404)
             return
+        error_body = anthropic_api.error_body if api == "anthropic" else openai_api.error_body
         try:
             body = json.loads(data)
         except ValueError:
             body = None
         if not isinstance(body, dict):
             self._record(path, data, "bad_request", t)
-            self._send([_error_body(400, "request body is not a JSON object")], status=400)
+            self._send([error_body(400, "request body is not a JSON object")], status=400)
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
         step, n = self.server.owner._dispatch(RecordedRequest(path, headers, body, data, t, ""))
-        self._run(step, body, n)
+        self._run(api, step, body, n)
 
-    def _run(self, step: Step, body: Body, n: int) -> None:
+    def _run(self, api: str, step: Step, body: Body, n: int) -> None:
         closing = self.server.owner._closing
         stream = body.get("stream") is True
+        error_body = anthropic_api.error_body if api == "anthropic" else openai_api.error_body
         if isinstance(step, Error):
             extra = [] if step.retry_after is None else [("Retry-After", f"{step.retry_after:g}")]
-            self._send([_error_body(step.status, step.message)], status=step.status, headers=extra)
-        elif isinstance(step, Raw):
+            self._send([error_body(step.status, step.message)], status=step.status, headers=extra)
+            return
+        if isinstance(step, Raw):
             self._send([step.body], status=step.status, headers=list((step.headers or {}).items()))
-        elif isinstance(step, Hang):
+            return
+        if isinstance(step, Hang):
             closing.wait(step.seconds)
             self.close_connection = True
-        elif isinstance(step, Reply) and step.delay > 0 and closing.wait(step.delay):
+            return
+        if isinstance(step, Reply) and step.delay > 0 and closing.wait(step.delay):
             self.close_connection = True
+            return
+        as_reply = step if isinstance(step, Reply) else reply(step.text)
+        try:
+            payload = self.server.owner._reply_body(api, as_reply, body, n, stream)
+        except anthropic_api.Inexpressible as e:
+            self._send([error_body(500, str(e))], status=500)
+            return
+        if not stream:
+            parts = [json.dumps(payload).encode()]
+        elif api == "anthropic":
+            parts = anthropic_api.stream_events(payload, [c.arguments for c in as_reply.tool_calls])
         else:
-            as_reply = step if isinstance(step, Reply) else reply(step.text)
-            completion = self.server.owner._completion(as_reply, body, n)
-            parts = _stream_events(completion) if stream else [json.dumps(completion).encode()]
-            if isinstance(step, Reply):
-                self._send(parts, stream)
-            elif isinstance(step, Drip):
-                data = b"".join(parts)
-                self._send([data[i : i + 1] for i in range(len(data))], stream, interval=step.interval)
-            elif stream:
-                self._send(parts[:2], stream, complete=False)
-            else:
-                self._send([parts[0][: len(parts[0]) // 2]], length=len(parts[0]), complete=False)
+            parts = openai_api.stream_events(payload)
+        if isinstance(step, Reply):
+            self._send(parts, stream)
+        elif isinstance(step, Drip):
+            data = b"".join(parts)
+            self._send([data[i : i + 1] for i in range(len(data))], stream, interval=step.interval)
+        elif stream:
+            self._send(parts[:2], stream, complete=False)
+        else:
+            self._send([parts[0][: len(parts[0]) // 2]], length=len(parts[0]), complete=False)

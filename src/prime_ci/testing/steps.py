@@ -10,6 +10,11 @@ from typing import Any, ClassVar
 Body = dict[str, Any]
 Predicate = Callable[[Body], bool]
 Headers = Sequence[tuple[str, str]]
+# Top-level counts, or nested detail dicts such as OpenAI's prompt_tokens_details / completion_tokens_details.
+UsageSpec = Mapping[str, int | Mapping[str, int]]
+# Usage keys of the Anthropic Messages API: the OpenAI path leaves them out of its usage.
+ANTHROPIC_USAGE_KEYS = frozenset({"input_tokens", "output_tokens", "cache_read_input_tokens",
+                                  "cache_creation_input_tokens", "cache_creation"})
 
 
 @dataclass(frozen=True)
@@ -24,9 +29,10 @@ class Reply:
     kind: ClassVar[str] = "reply"
     text: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
-    usage: Mapping[str, int] | None = None
+    usage: UsageSpec | None = None
     delay: float = 0.0
     finish_reason: str | None = None
+    reasoning: str | None = None
 
 
 @dataclass(frozen=True)
@@ -75,13 +81,14 @@ def tool_call(name: str, arguments: Mapping[str, Any] | str, id: str | None = No
 
 def reply(
     text: str | None = None, tool_calls: Sequence[ToolCall] | None = None, *,
-    usage: Mapping[str, int] | None = None, delay: float = 0.0, finish_reason: str | None = None,
+    usage: UsageSpec | None = None, delay: float = 0.0, finish_reason: str | None = None,
+    reasoning: str | None = None,
 ) -> Reply:
-    return Reply(text, tuple(tool_calls or ()), usage, delay, finish_reason)
+    return Reply(text, tuple(tool_calls or ()), usage, delay, finish_reason, reasoning)
 
 
-def ipython(code: str, *, text: str | None = None, delay: float = 0.0) -> Reply:
-    return reply(text, [tool_call("ipython", {"code": code})], delay=delay)
+def ipython(code: str, *, text: str | None = None, delay: float = 0.0, reasoning: str | None = None) -> Reply:
+    return reply(text, [tool_call("ipython", {"code": code})], delay=delay, reasoning=reasoning)
 
 
 def error(
@@ -97,17 +104,19 @@ hang, drip, truncated, raw = Hang, Drip, Truncated, Raw
 
 
 def contains(text: str) -> Predicate:
-    """Predicate: `text` occurs in the content of any message (string or list of content parts)."""
+    """Predicate: `text` occurs in the content of any message (a string or content parts, including the
+    content of Anthropic tool_result blocks) or in an Anthropic request's top-level `system`."""
+
+    def found(content: Any) -> bool:
+        if isinstance(content, str):
+            return text in content
+        if isinstance(content, list):
+            return any(isinstance(p, dict) and (found(p.get("text")) or found(p.get("content"))) for p in content)
+        return False
 
     def predicate(body: Body) -> bool:
-        for message in body.get("messages") or []:
-            content = message.get("content") if isinstance(message, dict) else None
-            parts = content if isinstance(content, list) else [{"text": content}]
-            for part in parts:
-                part_text = part.get("text") if isinstance(part, dict) else None
-                if isinstance(part_text, str) and text in part_text:
-                    return True
-        return False
+        messages = body.get("messages") or []
+        return found(body.get("system")) or any(isinstance(m, dict) and found(m.get("content")) for m in messages)
 
     return predicate
 
