@@ -24,7 +24,8 @@ from prime_ci.engine import budget as budget_module
 from prime_ci.engine.budget import MIN_COMPLETION, Budget, BudgetExhausted, Limits, estimate_tokens
 from prime_ci.engine.stops import StopReason
 from prime_ci.errors import ModelError, PersistenceError, SandboxUnavailable
-from prime_ci.model.providers import ModelReply, Usage
+from prime_ci.model.providers import ModelReply
+from prime_ci.model.usage import Cost, Usage
 from prime_ci.testing import ScriptedServer, contains, reply, tool_call
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,7 +51,8 @@ class FakeModel:
             await self.gate.wait()
         if self.error is not None:
             raise self.error
-        return ModelReply("ok", [], self.usage, self.cost, "stop", self.name)
+        return ModelReply("ok", [], self.usage, None if self.cost is None else Cost(input=self.cost), "stop",
+                          self.name)
 
 
 def prompt_chars(messages: list[dict[str, Any]] = MESSAGES) -> int:
@@ -124,10 +126,11 @@ def test_a_call_that_cannot_fit_is_refused_before_it_is_made() -> None:
 
 def test_the_charge_counts_tokens_cost_calls_and_root_turns() -> None:
     budget = Budget(Limits())
-    call(budget, FakeModel(Usage(100, 20), 0.25), turn=True)
-    call(budget, FakeModel(Usage(7, 3), 0.5), turn=False)
+    call(budget, FakeModel(Usage(100, 20, cache_read_tokens=60, reasoning_tokens=5), 0.25), turn=True)
+    call(budget, FakeModel(Usage(7, 3, cache_write_tokens=4), 0.5), turn=False)
     assert budget.usage() == {"turns": 1, "model_calls": 2, "prompt_tokens": 107, "completion_tokens": 23,
-                              "total_tokens": 130, "cost_usd": 0.75}
+                              "total_tokens": 130, "cache_read_tokens": 60, "cache_write_tokens": 4,
+                              "reasoning_tokens": 5, "abandoned_calls": 0, "cost_usd": 0.75}
     call(budget, FakeModel(cost=None), turn=False)
     assert budget.usage()["cost_usd"] is None and budget.reserved == 0 and budget.reserved_cost == 0
 
@@ -149,7 +152,9 @@ def test_the_reservation_is_released_when_the_call_times_out(monkeypatch: pytest
             await budget.call(model, MESSAGES, [], turn=True, timeout=0.01)
 
     asyncio.run(main())
-    assert budget.reserved == 0 and budget.model_calls == 0 and budget.turns == 0
+    # released; the abandoned call is charged its estimated prompt (the provider may bill it)
+    assert budget.reserved == 0 and budget.abandoned_calls == 1 and budget.turns == 1
+    assert (budget.prompt_tokens, budget.completion_tokens) == (estimate_tokens(prompt_chars()), 0)
 
 
 def test_the_reservation_is_released_when_the_call_is_cancelled() -> None:
@@ -165,7 +170,8 @@ def test_the_reservation_is_released_when_the_call_is_cancelled() -> None:
             await task
 
     asyncio.run(main())
-    assert budget.reserved == 0 and budget.model_calls == 0
+    assert budget.reserved == 0 and budget.abandoned_calls == 1
+    assert budget.usage()["prompt_tokens"] == estimate_tokens(prompt_chars())
 
 
 async def settled(tasks: list[asyncio.Task[ModelReply]], models: list[FakeModel]) -> None:

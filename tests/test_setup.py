@@ -72,8 +72,8 @@ def test_uncommitted_config_warns_and_include_dirty_uses_it(
 
 
 def test_include_dirty_refuses_a_ref(tmp_path: Path, buggy_repo: Path) -> None:
-    proc = run_cli(["run", str(buggy_repo), "--task", "x", "--model", "openai/x", "--ref", "HEAD",
-                    "--include-dirty"], cwd=tmp_path)
+    proc = run_cli(["run", str(buggy_repo), "--task", "x", "--model", "openai/x", "--api-base", "http://127.0.0.1:9/v1",
+                    "--ref", "HEAD", "--include-dirty"], cwd=tmp_path)
     assert proc.returncode == 2 and "--include-dirty" in proc.stderr
 
 
@@ -121,7 +121,8 @@ def test_repository_settings_cannot_name_host_paths(tmp_path: Path) -> None:
                          ('[sandbox]\nread = ["/etc"]\n', "sandbox.read"),
                          ('include-dirty = true\n', "include-dirty")):
         repo = make_repo(tmp_path / f"repo-{needle}", {**BUGGY, "prime-ci.toml": text})
-        proc = run_cli(["run", str(repo), "--task", "x", "--model", "openai/x"], cwd=tmp_path)
+        proc = run_cli(["run", str(repo), "--task", "x", "--model", "openai/x", "--api-base", "http://127.0.0.1:9/v1"],
+                       cwd=tmp_path)
         assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
 
 

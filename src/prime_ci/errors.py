@@ -43,5 +43,13 @@ class ModelError(PrimeCIError):
     exit_code = 4
 
 
+class ContextOverflow(ModelError):
+    """The provider refused the prompt as longer than the model's window (``window`` when it said how long)."""
+
+    def __init__(self, message: str, window: int | None = None) -> None:
+        super().__init__(message)
+        self.window = window
+
+
 class KernelLost(PrimeCIError):
     """The kernel died and could not be brought back."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from prime_ci.durations import format_duration
+from prime_ci.model.usage import usd
 
 RESULT_VERSION = 1
 
@@ -51,14 +52,16 @@ def summary_markdown(result: dict[str, Any]) -> str:
             lines.append(f"| `{g['name']}` | {state} | {g['exit_code']} | {g['duration_s']:.1f}s | {g['attempts']} |")
         lines.append("")
     u, b = result["usage"], result["budgets"]
-    cost = "unknown" if u["cost_usd"] is None else f"${u['cost_usd']:.4f}"
-    cost_limit = f" / ${b['max_cost_usd']:.2f}" if b.get("max_cost_usd") else ""
+    cost = "unknown (price not in litellm's table)" if u["cost_usd"] is None else usd(u["cost_usd"])
+    cost_limit = usd(b["max_cost_usd"]) if b.get("max_cost_usd") else ""
+    cached = (f" ({u.get('cache_read_tokens', 0):,} read from the prompt cache, {u.get('cache_write_tokens', 0):,} "
+              "written)" if u.get("cache_read_tokens") or u.get("cache_write_tokens") else "")
     lines += [
         "### Budget", "", "| | used | limit |", "|---|---|---|",
         f"| turns | {u['turns']} | {b['max_turns']} |",
-        f"| tokens | {u['total_tokens']:,} | {b['max_tokens']:,} |",
+        f"| tokens | {u['total_tokens']:,}{cached} | {b['max_tokens']:,} |",
         f"| wall clock | {format_duration(result['wall_s'])} | {format_duration(b['max_wall_s'])} |",
-        f"| cost | {cost}{cost_limit} | |", "",
+        f"| cost | {cost} | {cost_limit} |", "",
     ]
     files = result.get("changed_files") or []
     lines += [f"### Changed files ({len(files)})", ""]

@@ -18,6 +18,10 @@ class UsageModel(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    cache_read_tokens: int = Field(0, description="prompt tokens served from the provider's prompt cache")
+    cache_write_tokens: int = Field(0, description="prompt tokens written to the provider's prompt cache")
+    reasoning_tokens: int = Field(0, description="completion tokens the model spent reasoning")
+    abandoned_calls: int = Field(0, description="calls given up at the wall limit, charged at their estimate")
     cost_usd: float | None = Field(description="null when the provider's prices are unknown")
 
 
@@ -135,6 +139,27 @@ class SessionEntry(BaseModel):
     timestamp: str
 
 
+class CostSplit(BaseModel):
+    input: float
+    output: float
+    cacheRead: float
+    cacheWrite: float
+    total: float
+
+
+class AssistantUsage(BaseModel):
+    """An assistant message's ``usage`` (Prime Agent's shape): ``input`` excludes cached tokens; the cost is
+    zeros when the price is unknown."""
+
+    model_config = ConfigDict(extra="allow")
+    input: int
+    output: int
+    cacheRead: int
+    cacheWrite: int
+    totalTokens: int
+    cost: CostSplit
+
+
 class GateFile(BaseModel):
     gate: list[GateSpec]
 
@@ -142,7 +167,8 @@ class GateFile(BaseModel):
 def schemas() -> dict[str, Any]:
     return {
         "result": ResultModel.model_json_schema(),
-        "session": {"header": SessionHeader.model_json_schema(), "entry": SessionEntry.model_json_schema()},
+        "session": {"header": SessionHeader.model_json_schema(), "entry": SessionEntry.model_json_schema(),
+                    "usage": AssistantUsage.model_json_schema()},
         "gates": GateFile.model_json_schema(),
         "refine": plan_schema(),
     }

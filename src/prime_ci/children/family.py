@@ -30,6 +30,7 @@ from prime_ci.isolation.sandbox import Sandbox
 from prime_ci.isolation.worktree import Worktree
 from prime_ci.kernel.bridge import Refused
 from prime_ci.model.routes import Model
+from prime_ci.model.usage import session_usage
 from prime_ci.session.log import SessionLog
 
 MAX_MESSAGE = 16_384
@@ -231,28 +232,23 @@ class Family:
         if member.calls >= self.child_turns:
             return {"stop": StopReason.MAX_TURNS.value, "detail": f"the child's {self.child_turns} turns are used",
                     "budget": self.ledger(member)}
-        cap = request.get("max_tokens")
+        cap, window = request.get("max_tokens"), request.get("window")
         try:
             reply = await self.budget.call(self._model_for(member.model), request["messages"], request["tools"],
-                                           turn=False, max_tokens=int(cap) if cap is not None else None)
+                                           turn=False, max_tokens=int(cap) if cap is not None else None,
+                                           window=int(window) if window is not None else None)
         except BudgetExhausted as exc:
             return {"stop": exc.reason.value, "detail": exc.detail, "budget": self.ledger(member)}
         member.calls += 1
         member.prompt_tokens += reply.usage.prompt_tokens
         member.completion_tokens += reply.usage.completion_tokens
-        usage = {"input": reply.usage.prompt_tokens, "output": reply.usage.completion_tokens,
-                 "totalTokens": reply.usage.total_tokens, "cost": {"total": reply.cost_usd or 0.0}}
+        usage = session_usage(reply.usage, reply.cost)
         aggregate = {"input": self.budget.prompt_tokens, "output": self.budget.completion_tokens,
                      "totalTokens": self.budget.total_tokens}
         self.root_log.append("child_usage_attributed", targetId=self.root_log.last_id, childUsage=usage,
                              aggregateUsage=aggregate, origin="spawn_task", childId=member.id,
                              childName=member.name)
-        return {"text": reply.text, "finish_reason": reply.finish_reason, "model": reply.model,
-                "cost_usd": reply.cost_usd, "attempts": reply.attempts,
-                "usage": {"prompt_tokens": reply.usage.prompt_tokens,
-                          "completion_tokens": reply.usage.completion_tokens},
-                "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
-                               for c in reply.tool_calls], "budget": self.ledger(member)}
+        return {**reply.to_wire(), "budget": self.ledger(member)}
 
     # -- messages ---------------------------------------------------------------------------------------
     async def send(self, request: dict[str, Any]) -> Any:

@@ -25,7 +25,8 @@ from prime_ci.kernel import bridge
 from prime_ci.kernel.api import PRELOAD
 from prime_ci.kernel.client import Kernel
 from prime_ci.kernel.launch import KernelConfig, Launched
-from prime_ci.model.providers import Model, ModelReply, ToolCall, Usage
+from prime_ci.model.providers import Model, ModelReply
+from prime_ci.model.usage import Usage
 from prime_ci.session.log import SessionLog
 
 FORWARDED = ("rlm.spawn", "rlm.list", "agent_message.send")
@@ -43,8 +44,7 @@ class SharedLedger:
         self._seen(snapshot)
         self.warned: set[tuple[str, float]] = set()
         self.turns = 0
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
+        self.spent = Usage()
         self.cost_usd: float | None = 0.0
 
     def _seen(self, data: dict[str, Any]) -> None:
@@ -54,19 +54,20 @@ class SharedLedger:
         return self.snapshot.aged(time.monotonic() - self._at)
 
     async def call(self, model: Model, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, turn: bool,
-                   max_tokens: int | None = None, prompt_chars: int | None = None) -> ModelReply:
-        r = await self._request("child.model", messages=messages, tools=tools, max_tokens=max_tokens)
+                   max_tokens: int | None = None, prompt_tokens: int | None = None,
+                   window: int | None = None) -> ModelReply:
+        r = await self._request("child.model", messages=messages, tools=tools, max_tokens=max_tokens,
+                                window=window)
         self._seen(r["budget"])
         if "stop" in r:
             raise BudgetExhausted(StopReason(r["stop"]), str(r.get("detail") or "the shared budget ran out"))
-        calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in r["tool_calls"]]
-        usage = Usage(r["usage"]["prompt_tokens"], r["usage"]["completion_tokens"])
+        reply = ModelReply.from_wire(r)
         self.turns += 1
-        self.prompt_tokens += usage.prompt_tokens
-        self.completion_tokens += usage.completion_tokens
-        cost = r["cost_usd"]
-        self.cost_usd = None if cost is None or self.cost_usd is None else self.cost_usd + float(cost)
-        return ModelReply(r["text"], calls, usage, cost, r["finish_reason"], r["model"], r["attempts"])
+        for name, value in reply.usage.to_json().items():
+            setattr(self.spent, name, getattr(self.spent, name) + value)
+        cost = reply.cost_usd
+        self.cost_usd = None if cost is None or self.cost_usd is None else self.cost_usd + cost
+        return reply
 
     def exhausted(self, *, turn: bool = True) -> StopReason | None:
         return self.now().over(turn=turn)
@@ -79,9 +80,8 @@ class SharedLedger:
         return self.now().notes(self.warned)
 
     def usage(self) -> dict[str, Any]:
-        return {"turns": self.turns, "model_calls": self.turns, "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens,
-                "total_tokens": self.prompt_tokens + self.completion_tokens,
+        return {"turns": self.turns, "model_calls": self.turns, **self.spent.to_json(),
+                "total_tokens": self.spent.total_tokens,
                 "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6)}
 
 

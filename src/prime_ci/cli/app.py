@@ -51,6 +51,10 @@ def print_outcome(result: dict[str, Any], as_json: bool) -> int:
     usage = result["usage"]
     say(f"[bold {color}]{result['stop_reason']}[/] (exit {code}) · {usage['turns']} turns · "
          f"{usage['total_tokens']} tokens · {result['wall_s']:.1f}s · artifacts: {result['out_dir']}")
+    if result["stop_reason"] == "model_error" and result.get("detail"):
+        from rich.markup import escape
+
+        say(f"model_error: {escape(str(result['detail']).splitlines()[0])}")
     if as_json:
         click.echo(json.dumps(result, indent=2))
     return code

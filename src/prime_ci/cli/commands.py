@@ -13,7 +13,8 @@ import click
 from click.core import ParameterSource
 
 from prime_ci.cli.app import NONNEG, POS, cli, host_setup, print_outcome, say
-from prime_ci.errors import PrimeCIError
+from prime_ci.errors import ConfigError, PrimeCIError
+from prime_ci.model.credentials import missing_credentials
 
 
 @cli.command()
@@ -37,6 +38,13 @@ from prime_ci.errors import PrimeCIError
 @click.option("--max-children", type=POS, default=4, show_default=True, help="rlm children alive at once.")
 @click.option("--context-window", type=click.IntRange(min=1000), help="Compact near this many tokens (default: "
               "the model's window from litellm, else 128000).")
+@click.option("--max-completion-tokens", type=click.IntRange(min=16), help="Completion tokens per call (default: "
+              "the model's output limit in litellm's table, else 8192).")
+@click.option("--cache/--no-cache", default=True, help="Prompt-cache breakpoints where the provider takes them.")
+@click.option("--reasoning-effort", type=click.Choice(["low", "medium", "high"]), help="Passed to the provider "
+              "in its own form.")
+@click.option("--price-per-mtok", metavar="IN,OUT[,CACHED]", help="USD per million tokens, for a model litellm "
+              "does not price (needed by --max-cost then).")
 @click.option("--out", type=click.Path(path_type=Path), help="Artifacts directory.")
 @click.option("--harness", type=click.Path(path_type=Path), help="Harness state directory.")
 @click.option("--harness-branch", help="Load/commit harness state on this branch of REPO.")
@@ -67,6 +75,9 @@ def run(ctx: click.Context, /, **params: Any) -> int:
         if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
         or name == "repo"
     }
+    api_base = flags.get("api_base")
+    if flags.get("model") and (missing := missing_credentials(str(flags["model"]), str(api_base or "") or None)):
+        raise ConfigError(missing)  # before anything is cloned
     host_setup()
     prep = prepare(flags)  # a litellm route starts importing litellm here, overlapping the kernel start
     say(f"run {prep.run_id}: {prep.worktree.source} @ {prep.worktree.base_commit[:12]} -> {prep.out}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -11,9 +12,11 @@ from typing import Any, Protocol
 from prime_ci.engine.budget import BudgetExhausted, Meter
 from prime_ci.engine.compact import Compactor
 from prime_ci.engine.stops import Stop, StopReason
+from prime_ci.errors import ContextOverflow
 from prime_ci.isolation.untrusted import clean_terminal_text
 from prime_ci.kernel.client import CellResult
 from prime_ci.model.routes import Model, ModelReply, ToolCall
+from prime_ci.model.usage import session_usage
 from prime_ci.session.log import SessionLog
 
 TOOL = {
@@ -48,28 +51,40 @@ class TurnEnd(Protocol):
     async def __call__(self) -> Stop | str: ...
 
 
+def chars_estimate(text: str) -> int:
+    return math.ceil(len(text) / 3)
+
+
 @dataclass
 class Conversation:
-    """The provider-format message list plus a running size, so nothing per turn walks the history.
+    """The provider-format message list plus a running token estimate, so nothing per turn walks the history.
 
     ``ids`` holds the session entry id of each message; ``record`` keeps every message ever added, also
-    after a compaction replaced the older ones in ``messages`` (the kernel's ``history``).
+    after a compaction replaced the older ones in ``messages`` (the kernel's ``history``). ``counter`` estimates
+    one message's tokens (the provider's tokenizer where litellm has one).
     """
 
     messages: list[dict[str, Any]] = field(default_factory=list)
     ids: list[str | None] = field(default_factory=list)
     record: list[dict[str, Any]] = field(default_factory=list)
-    chars: int = len(json.dumps([TOOL]))
+    counter: Callable[[str], int] = chars_estimate
+    tokens: int = 0
+
+    def __post_init__(self) -> None:
+        self.tokens = self._base()
+
+    def _base(self) -> int:
+        return self.counter(json.dumps([TOOL]))
 
     def add(self, message: dict[str, Any], entry: str | None = None) -> None:
         self.messages.append(message)
         self.ids.append(entry)
         self.record.append(message)
-        self.chars += len(json.dumps(message, ensure_ascii=False))
+        self.tokens += self.counter(json.dumps(message, ensure_ascii=False))
 
     def replace(self, messages: list[dict[str, Any]], ids: list[str | None]) -> None:
         self.messages, self.ids = messages, ids
-        self.chars = len(json.dumps([TOOL])) + sum(len(json.dumps(m, ensure_ascii=False)) for m in messages)
+        self.tokens = self._base() + sum(self.counter(json.dumps(m, ensure_ascii=False)) for m in messages)
 
 
 @dataclass
@@ -90,6 +105,7 @@ class Agent:
     end_turn_requested: bool = False
     last_text: str = ""
     _malformed: int = 0
+    _truncated: bool = False
 
     async def run(self) -> Stop:
         # What exists now (imported modules, config, clients) lives as long as the run: out of the cyclic
@@ -100,12 +116,11 @@ class Agent:
                 return Stop(reason)
             self.before_call()
             compactor = self.compactor
-            if compactor is not None and (self.compact_requested or compactor.needed(self.conversation.chars)):
+            if compactor is not None and (self.compact_requested or compactor.needed(self.conversation.tokens)):
                 await self._compact()
             self.log.commit()
             try:
-                reply = await self.budget.call(self.model, self.conversation.messages, [TOOL], turn=True,
-                                               prompt_chars=self.conversation.chars)
+                reply = await self._call()
             except BudgetExhausted as exc:
                 return Stop(exc.reason, exc.detail)
             self._record_reply(reply)
@@ -128,15 +143,35 @@ class Agent:
         for note in self.budget.warnings():
             self.say("prime_ci.budget_note", note)
 
-    async def _compact(self) -> None:
+    async def _call(self) -> ModelReply:
+        """One turn's model call. A provider refusing the prompt as too long: compact, then one more try."""
+        window = self.compactor.window if self.compactor is not None else None
+        try:
+            return await self.budget.call(self.model, self.conversation.messages, [TOOL], turn=True,
+                                          prompt_tokens=self.conversation.tokens, window=window)
+        except ContextOverflow as exc:
+            if self.compactor is None:
+                raise
+            self.compactor.shrink(exc.window, self.conversation.tokens)
+            if self.progress is not None:
+                self.progress(f"the provider refused ~{self.conversation.tokens} prompt tokens as too long for "
+                              f"the model's window: compacting to fit {self.compactor.window}")
+            if not await self._compact():
+                raise
+            return await self.budget.call(self.model, self.conversation.messages, [TOOL], turn=True,
+                                          prompt_tokens=self.conversation.tokens, window=self.compactor.window)
+
+    async def _compact(self) -> bool:
         assert self.compactor is not None
         focus, self.compact_requested, self.compact_focus = self.compact_focus, False, None
         done = await self.compactor.compact(self.conversation.messages, self.conversation.ids, focus=focus,
                                             kernel_names=self.kernel.user_names)
-        if done is not None:
-            self.conversation.replace(*done)
-            if self.progress is not None:
-                self.progress(f"compacted the context to ~{self.conversation.chars // 3} tokens")
+        if done is None:
+            return False
+        self.conversation.replace(*done)
+        if self.progress is not None:
+            self.progress(f"compacted the context to ~{self.conversation.tokens} tokens")
+        return True
 
     def say(self, custom_type: str, text: str, details: dict[str, Any] | None = None) -> None:
         """A host message that enters the model's context as a user message."""
@@ -147,29 +182,36 @@ class Agent:
     def _record_reply(self, reply: ModelReply) -> None:
         if reply.text:
             self.last_text = reply.text
-        parts: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
+        parts: list[dict[str, Any]] = [{"type": "thinking", "thinking": reply.thinking}] if reply.thinking else []
+        parts += [{"type": "text", "text": reply.text}] if reply.text else []
         parts += [{"type": "toolCall", "id": c.id, "name": c.name, "arguments": _args_for_log(c)}
                   for c in reply.tool_calls]
-        usage = {"input": reply.usage.prompt_tokens, "output": reply.usage.completion_tokens,
-                 "cacheRead": 0, "cacheWrite": 0, "totalTokens": reply.usage.total_tokens,
-                 "cost": {"total": reply.cost_usd or 0.0}}
         provider, _, model = reply.model.partition("/")
         eid = self.log.message(
             "assistant", parts, api="openai-completions", provider=provider, model=model or provider,
-            usage=usage, stopReason="toolUse" if reply.tool_calls else _stop_reason(reply.finish_reason),
+            usage=session_usage(reply.usage, reply.cost),
+            stopReason="toolUse" if reply.tool_calls else _stop_reason(reply.finish_reason),
         )
         self.log.custom("prime_ci.usage", {**self.budget.usage(), "attempts": reply.attempts})
-        message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+        # "" and never null or absent: llama.cpp, llama-cpp-python and others answer 500 to a tool-only
+        # assistant message without a content string
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text}
         if reply.tool_calls:
             message["tool_calls"] = [
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
                 for c in reply.tool_calls
             ]
+        if reply.thinking_blocks:  # signed thinking Anthropic requires back with tool use; other text never
+            message["thinking_blocks"] = reply.thinking_blocks
         self.conversation.add(message, eid)
+        self._truncated = reply.truncated
 
     async def _run_tools(self, calls: list[ToolCall]) -> Stop | None:
         first, extra = calls[0], calls[1:]
         code, problem = _parse_call(first)
+        if code is None and self._truncated:
+            problem = ("your reply was cut off at the completion token limit in the middle of this tool call, so "
+                       "it was not run. Send a shorter cell: write long files in parts over several cells.")
         if code is None:
             self._malformed += 1
             self._tool_result(first, f"Error: {problem}", is_error=True)

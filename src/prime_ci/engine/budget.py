@@ -5,13 +5,15 @@ makes them), compaction and refinement. It refuses a call when a budget is exhau
 worst case, makes the call under the remaining wall clock, releases the reservation and charges what the
 provider reported.
 
-Token rule: the prompt is estimated at ``ceil(chars / 3)`` of its JSON (a deliberate over-estimate: real
-tokenizers average 3.5-4 characters per token on code and prose) and the completion's ``max_tokens`` is
-clamped to what is left after that estimate and after what calls in flight hold. So the run's total can
-exceed ``--max-tokens`` only by how much the provider's prompt count exceeds the estimate for the last call:
-``total <= budget + max(0, actual_prompt - estimated_prompt)``. When the model's prices are known, the same
-rule holds for ``--max-cost``. A call is not made at all when fewer than ``MIN_COMPLETION`` tokens would
-remain for the answer.
+Token rule: the prompt is estimated with the provider's tokenizer where litellm has one for the model, else at
+``ceil(chars / 3)`` of its JSON (a deliberate over-estimate: real tokenizers average 3.5-4 characters per token
+on code and prose), and the completion's ``max_tokens`` is clamped to what is left after that estimate and after
+what calls in flight hold (and to the context window). So the run's total can exceed ``--max-tokens`` only by how
+much the provider's prompt count exceeds the estimate for the last call:
+``total <= budget + max(0, actual_prompt - estimated_prompt)``. When the model's prices are known (litellm's
+table or ``--price-per-mtok``), the same rule holds for ``--max-cost``, reserved at the uncached price. A call
+is not made at all when fewer than ``MIN_COMPLETION`` tokens would remain for the answer. A call abandoned at
+the wall limit is charged its estimated prompt (and counted in ``abandoned_calls``): the provider may bill it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any, Protocol
 from prime_ci.engine.stops import StopReason
 from prime_ci.errors import ModelError, PrimeCIError
 from prime_ci.model.providers import Model, ModelReply
+from prime_ci.model.usage import Usage, usd
 
 MIN_COMPLETION = 16
 WARN_AT = (0.5, 0.8, 0.95)
@@ -92,7 +95,7 @@ class Snapshot:
              f"{self.elapsed_s:.0f}s/{self.max_wall_s:.0f}s wall clock"),
         ]
         if self.max_cost_usd:
-            used.append(("cost", self.cost_usd / self.max_cost_usd, f"${self.cost_usd:.4f}/${self.max_cost_usd:.2f}"))
+            used.append(("cost", self.cost_usd / self.max_cost_usd, f"{usd(self.cost_usd)}/{usd(self.max_cost_usd)}"))
         notes = []
         for name, frac, text in used:
             crossed = [t for t in WARN_AT if frac >= t and (name, t) not in warned]
@@ -126,7 +129,8 @@ class Meter(Protocol):
     def turns(self) -> int: ...
 
     async def call(self, model: Model, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, turn: bool,
-                   max_tokens: int | None = None, prompt_chars: int | None = None) -> ModelReply: ...
+                   max_tokens: int | None = None, prompt_tokens: int | None = None,
+                   window: int | None = None) -> ModelReply: ...
 
     def exhausted(self, *, turn: bool = True) -> StopReason | None: ...
 
@@ -145,6 +149,10 @@ class Budget:
     model_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    abandoned_calls: int = 0  # calls given up at the wall limit, charged at their estimate
     cost_usd: float = 0.0
     cost_known: bool = True
     warned: set[tuple[str, float]] = field(default_factory=set)
@@ -177,12 +185,14 @@ class Budget:
     def warnings(self) -> list[str]:
         return self.snapshot().notes(self.warned)
 
-    def reserve(self, prompt_chars: int, price: Price | None = None,
-                cap: int | None = None) -> Reservation | StopReason:
-        """Hold the worst case of one call (estimate + completion allowance), or the budget that cannot fit one."""
-        estimate = estimate_tokens(prompt_chars)
+    def reserve(self, estimate: int, price: Price | None = None, cap: int | None = None,
+                window: int | None = None) -> Reservation | StopReason:
+        """Hold the worst case of one call (estimated prompt tokens + completion allowance), or the budget that
+        cannot fit one."""
         allowance = min(self.limits.max_completion,
                         self.limits.max_tokens - self.total_tokens - self.reserved - estimate)
+        if window is not None and window - estimate >= MIN_COMPLETION:
+            allowance = min(allowance, window - estimate)
         short = StopReason.MAX_TOKENS
         if price is not None and self.limits.max_cost is not None:
             money = self.limits.max_cost - self.cost_usd - self.reserved_cost - estimate * price[0]
@@ -203,30 +213,35 @@ class Budget:
         self.reserved -= held.tokens
         self.reserved_cost -= held.cost
 
-    def charge(self, prompt_tokens: int, completion_tokens: int, cost: float | None, *, turn: bool) -> None:
+    def charge(self, usage: Usage, cost: float | None, *, turn: bool) -> None:
         self.model_calls += 1
         if turn:
             self.turns += 1
-        self.prompt_tokens += prompt_tokens
-        self.completion_tokens += completion_tokens
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+        self.cache_read_tokens += usage.cache_read_tokens
+        self.cache_write_tokens += usage.cache_write_tokens
+        self.reasoning_tokens += usage.reasoning_tokens
         if cost is None:
             self.cost_known = False
         else:
             self.cost_usd += cost
 
     async def call(self, model: Model, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, turn: bool,
-                   max_tokens: int | None = None, prompt_chars: int | None = None,
+                   max_tokens: int | None = None, prompt_tokens: int | None = None, window: int | None = None,
                    timeout: float = MAX_CALL_S) -> ModelReply:
         """The metered call: refuse (``BudgetExhausted``) or reserve -> call -> release -> charge.
 
         ``turn``: a root turn (counted, and refused at the turn cap). ``max_tokens`` caps the completion
-        further; ``prompt_chars`` saves measuring ``messages`` when the caller keeps a running size.
+        further; ``prompt_tokens`` is the caller's running estimate of ``messages`` (saves measuring them);
+        ``window``: the model's context window, which prompt and completion must fit together.
         """
         price = await self._price(model)
         if reason := self.exhausted(turn=turn):
             raise BudgetExhausted(reason, f"the {reason.value.removeprefix('max_')} budget is used up")
-        chars = prompt_chars if prompt_chars is not None else len(json.dumps(messages)) + len(json.dumps(tools))
-        held = self.reserve(chars, price, max_tokens)
+        estimate = prompt_tokens if prompt_tokens is not None else estimate_tokens(
+            len(json.dumps(messages)) + len(json.dumps(tools)))
+        held = self.reserve(estimate, price, max_tokens, window)
         if isinstance(held, StopReason):
             raise BudgetExhausted(held, f"not enough {held.value.removeprefix('max_')} budget left for another call")
         limit = max(1.0, min(timeout, self.wall_left()))
@@ -234,14 +249,23 @@ class Budget:
             reply = await asyncio.wait_for(
                 model.complete(messages, tools, max_tokens=held.max_tokens, timeout=limit), limit + GRACE_S)
         except TimeoutError:
+            self._abandoned(estimate, price, turn)
             raise ModelError(f"the model gave no answer within {limit:.0f}s") from None
+        except asyncio.CancelledError:  # the run's wall clock (or a signal) ended the wait: the request is dropped
+            self._abandoned(estimate, price, turn)
+            raise
         finally:
             self.release(held)
-        self.charge(reply.usage.prompt_tokens, reply.usage.completion_tokens, reply.cost_usd, turn=turn)
+        self.charge(reply.usage, reply.cost_usd, turn=turn)
         return reply
 
+    def _abandoned(self, estimate: int, price: Price | None, turn: bool) -> None:
+        """A call given up before its answer: the provider may still bill the prompt it read."""
+        self.abandoned_calls += 1
+        self.charge(Usage(prompt_tokens=estimate), estimate * price[0] if price is not None else None, turn=turn)
+
     async def _price(self, model: Model) -> Price | None:
-        if self.pricing is None or self.limits.max_cost is None:
+        if self.pricing is None:
             return None
         if model.name not in self.prices:  # the lookup may wait for litellm's import: off the event loop
             self.prices[model.name] = await asyncio.to_thread(self.pricing, model)
@@ -252,6 +276,10 @@ class Budget:
         self.turns, self.model_calls = int(usage.get("turns", 0)), int(usage.get("model_calls", 0))
         self.prompt_tokens = int(usage.get("prompt_tokens", 0))
         self.completion_tokens = int(usage.get("completion_tokens", 0))
+        self.cache_read_tokens = int(usage.get("cache_read_tokens", 0))
+        self.cache_write_tokens = int(usage.get("cache_write_tokens", 0))
+        self.reasoning_tokens = int(usage.get("reasoning_tokens", 0))
+        self.abandoned_calls = int(usage.get("abandoned_calls", 0))
         cost = usage.get("cost_usd")
         self.cost_known = cost is not None or not usage
         self.cost_usd = float(cost or 0.0)
@@ -264,7 +292,11 @@ class Budget:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.total_tokens,
-            "cost_usd": round(self.cost_usd, 6) if self.cost_known else None,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "abandoned_calls": self.abandoned_calls,
+            "cost_usd": round(self.cost_usd, 9) if self.cost_known else None,
         }
 
     def limits_dict(self) -> dict[str, Any]:

@@ -20,6 +20,7 @@ KEEP = 0.25  # share of the window kept verbatim after a compaction
 TOOL_CLIP = 2000
 TRANSCRIPT_CHARS = 120_000
 SUMMARY_TOKENS = 2000
+MARGIN_TOKENS = 64  # message framing the estimate does not see
 
 INSTRUCTIONS = """You are compacting the working context of an autonomous coding agent. Summarize the \
 conversation below so the agent can continue without it. Use exactly these headings:
@@ -65,11 +66,22 @@ class Compactor:
     threshold: float = THRESHOLD
     keep: float = KEEP
 
-    def needed(self, chars: int) -> bool:
-        return estimate_tokens(chars) > self.threshold * self.window
+    def needed(self, tokens: int) -> bool:
+        return tokens > self.threshold * self.window
 
-    def status(self, chars: int) -> dict[str, Any]:
-        tokens = estimate_tokens(chars)
+    def shrink(self, window: int | None, tokens: int) -> None:
+        """The provider refused ``tokens`` as too long: take its window when it said one, else assume the
+        prompt was a tenth over it."""
+        self.window = min(self.window, window if window is not None else max(1000, int(tokens * 0.9)))
+
+    def request_shape(self) -> tuple[int, int]:
+        """(transcript chars, summary tokens) for a compaction request that fits the window with its answer:
+        chars/3 over-estimates tokens, so the transcript's real size stays under what is left."""
+        summary = min(SUMMARY_TOKENS, self.window // 4)
+        left = self.window - summary - estimate_tokens(len(INSTRUCTIONS) + 200) - MARGIN_TOKENS
+        return max(600, min(TRANSCRIPT_CHARS, left * 3)), summary
+
+    def status(self, tokens: int) -> dict[str, Any]:
         return {"tokens": tokens, "context_window": self.window, "percent": round(100 * tokens / self.window, 1),
                 "threshold_percent": round(100 * self.threshold)}
 
@@ -96,13 +108,15 @@ class Compactor:
         cut = self.cut_index(messages, head)
         if cut is None:
             return None
-        prompt = INSTRUCTIONS + (f"\n\nFocus especially on: {focus}" if focus else "")
+        prompt = INSTRUCTIONS + (f"\n\nFocus especially on: {focus[:200]}" if focus else "")
+        transcript, summary_tokens = self.request_shape()
         request = [{"role": "system", "content": prompt},
-                   {"role": "user", "content": _serialize(messages[head:cut], TRANSCRIPT_CHARS)}]
+                   {"role": "user", "content": _serialize(messages[head:cut], transcript)}]
         tokens_before = estimate_tokens(sum(len(json.dumps(m, ensure_ascii=False)) for m in messages))
         self.log.commit()  # a commit point: every entry is durable before any model call, this one included
         try:
-            reply = await self.budget.call(self.model, request, [], turn=False, max_tokens=SUMMARY_TOKENS)
+            reply = await self.budget.call(self.model, request, [], turn=False, max_tokens=summary_tokens,
+                                           window=self.window)
         except BudgetExhausted:
             return None
         names = await kernel_names()

@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from prime_ci.durations import parse_duration
 from prime_ci.errors import ConfigError
+from prime_ci.model import table
+from prime_ci.model.usage import UserPrice
 
 
 class RunConfig(BaseModel):
@@ -34,6 +36,10 @@ class RunConfig(BaseModel):
     max_depth: int = Field(1, ge=0)
     max_children: int = Field(4, ge=1)
     context_window: int | None = Field(None, ge=1000)
+    max_completion_tokens: int | None = Field(None, ge=16)
+    cache: bool = True
+    reasoning_effort: Literal["low", "medium", "high"] | None = None
+    price_per_mtok: str | None = None
     out: Path | None = None
     harness: Path | None = None
     harness_branch: str | None = None
@@ -66,7 +72,7 @@ class RunConfig(BaseModel):
 FILE_KEYS = set(RunConfig.model_fields) - {"repo", "json_output"}
 # The repository may be the hostile input under review: it cannot weaken the boundary or redirect output.
 FLAG_ONLY = {"pass_env", "allow_protected", "api_base", "push", "out", "sandbox", "keep_worktree", "harness",
-             "harness_branch", "gates_from", "include_dirty", "sandbox_ro"}
+             "harness_branch", "gates_from", "include_dirty", "sandbox_ro", "price_per_mtok"}
 ALIASES = {"gates": "gate", "gates_files": "gates_file", "gates-file": "gates_file"}
 
 
@@ -138,6 +144,16 @@ def build_config(flags: dict[str, Any], from_file: dict[str, Any]) -> RunConfig:
         raise ConfigError(f"--untrusted-file: file not found: {cfg.untrusted_file}")
     if not cfg.model:
         raise ConfigError("--model is required (or PRIME_CI_MODEL)")
+    if cfg.price_per_mtok is not None:
+        try:
+            UserPrice.parse(cfg.price_per_mtok)
+        except ValueError as exc:
+            raise ConfigError(f"--price-per-mtok: {exc}") from None
+    if cfg.max_cost is not None and cfg.price_per_mtok is None and not cfg.model.startswith("replay:") \
+            and not table.is_priced(cfg.model):
+        raise ConfigError(f"--max-cost: the price of {cfg.model} is unknown (litellm's model table does not list "
+                          "it), so spend cannot be capped: pass --price-per-mtok IN,OUT[,CACHED] (USD per million "
+                          "tokens), or drop --max-cost")
     if cfg.propose and not cfg.harness_branch:
         raise ConfigError("--propose needs --harness-branch")
     return cfg

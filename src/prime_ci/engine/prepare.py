@@ -20,7 +20,8 @@ from prime_ci.isolation import sandbox as sandbox_mod
 from prime_ci.isolation.projenv import ProjectEnv
 from prime_ci.isolation.sandbox import Sandbox
 from prime_ci.isolation.worktree import Worktree, create_worktree, is_url, resolve_ref
-from prime_ci.model.routes import Model, make_model
+from prime_ci.model.credentials import missing_credentials
+from prime_ci.model.routes import Model, make_model, model_options
 from prime_ci.session.log import entry_id
 
 
@@ -56,7 +57,9 @@ def prepare(flags: dict[str, Any]) -> Prepared:
         gates = load_gates(cfg, worktree)
         setup = load_setup(cfg, worktree)
         project = project_env(cfg, worktree)
-        model = make_model(cfg.model or "", api_base=cfg.api_base)
+        if missing := missing_credentials(cfg.model or "", cfg.api_base):
+            raise ConfigError(missing)
+        model = make_model(cfg.model or "", api_base=cfg.api_base, options=model_options(cfg))
         out = (cfg.out or Path("prime-ci-out") / run_id).resolve()
         if (out / "session.jsonl").exists():
             raise ConfigError(f"--out: {out} already holds a run (use `prime-ci resume {out}`)")
@@ -158,7 +161,7 @@ def prepare_resume(out: Path, *, salvage: bool) -> tuple[Prepared, ResumeState] 
     if p.finished is not None:
         return p.finished
     cfg = p.cfg
-    model = make_model(cfg.model or "", api_base=cfg.api_base)
+    model = make_model(cfg.model or "", api_base=cfg.api_base, options=model_options(cfg))
     harness = HarnessRun.load(harness=cfg.harness, branch=cfg.harness_branch, propose=cfg.propose, wt=p.worktree,
                               run_id=p.run_id, untrusted=cfg.untrusted_file is not None, resume=True)
     sandbox, status = sandbox_mod.resolve(cfg.sandbox, writable=[], readonly=[])

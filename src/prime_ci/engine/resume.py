@@ -44,7 +44,7 @@ def _provider_message(msg: dict[str, Any]) -> dict[str, Any]:
     if role == "toolResult":
         return {"role": "tool", "tool_call_id": msg.get("toolCallId", ""), "content": parts_text(msg["content"])}
     if role == "assistant":
-        out: dict[str, Any] = {"role": "assistant", "content": parts_text(msg["content"]) or None}
+        out: dict[str, Any] = {"role": "assistant", "content": parts_text(msg["content"])}
         calls = [p for p in msg["content"] if p.get("type") == "toolCall"]
         if calls:
             out["tool_calls"] = [{"id": p["id"], "type": "function", "function": {

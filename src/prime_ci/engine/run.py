@@ -17,7 +17,7 @@ from prime_ci.artifacts.notebook import NotebookWriter
 from prime_ci.artifacts.schemas import result_json
 from prime_ci.children.family import Family
 from prime_ci.engine import finish
-from prime_ci.engine.agent import Agent
+from prime_ci.engine.agent import Agent, Conversation
 from prime_ci.engine.budget import Budget, Limits
 from prime_ci.engine.compact import Compactor
 from prime_ci.engine.environment import environment_section, project_vars, run_setup
@@ -37,7 +37,15 @@ from prime_ci.isolation.worktree import GitError
 from prime_ci.kernel.api import PRELOAD
 from prime_ci.kernel.bridge import Bridge, Handler, Refused
 from prime_ci.kernel.client import CellResult, Kernel, KernelConfig, cell_text
-from prime_ci.model.routes import ReplayModel, context_window, make_model, prices
+from prime_ci.model.routes import (
+    ReplayModel,
+    completion_limit,
+    context_window,
+    make_model,
+    model_options,
+    prices,
+    token_counter,
+)
 from prime_ci.session.log import SessionLog, entry_id
 
 RUN_MARKER = "PRIME_CI_RUN"
@@ -72,7 +80,12 @@ class Run:
 
     async def execute(self) -> dict[str, Any]:
         cfg, wt = self.prep.cfg, self.prep.worktree
-        self.budget = Budget(Limits(cfg.max_turns, cfg.max_tokens, cfg.max_wall, cfg.max_cost), pricing=prices)
+        options = model_options(cfg)
+        completion, note = completion_limit(self.prep.model, cfg.max_completion_tokens)
+        if note:
+            self.say(note)
+        self.budget = Budget(Limits(cfg.max_turns, cfg.max_tokens, cfg.max_wall, cfg.max_cost, completion),
+                             pricing=lambda model: prices(model, options.price))
         if self.resume is None:  # creates --out; an unusable --out is a PersistenceError (exit 6)
             self.log = SessionLog.create(self.prep.out / "session.jsonl", cwd=str(wt.path))
         else:
@@ -147,7 +160,8 @@ class Run:
         await self.bridge.start()
         child_env = {k: v for k, v in env.items() if k != "PRIME_CI_BRIDGE"}
         self.family = Family(self.log, self.prep.out, wt, self.budget, self.prep.model,
-                             lambda name: make_model(name, api_base=cfg.api_base), child_env, str(self.bridge.path),
+                             lambda name: make_model(name, api_base=cfg.api_base, options=model_options(cfg)),
+                             child_env, str(self.bridge.path),
                              cfg.max_depth, cfg.max_children, cfg.max_turns, cfg.cell_timeout, self.say,
                              sandbox=self.prep.sandbox, subagent=self.prep.harness.subagent)
         self._register()
@@ -164,10 +178,11 @@ class Run:
                       progress=self.say, inbox=lambda: self.family.drain(self.family.root) if self.family else [],
                       on_cell=self._on_cell,
                       )
-        window = cfg.context_window
-        if window is None:
-            window = await asyncio.to_thread(context_window, self.prep.model)
+        window, source = (cfg.context_window, "--context-window") if cfg.context_window else await context_window(
+            self.prep.model)
+        self.say(f"context window {window} tokens ({source})")
         agent.compactor = Compactor(self.prep.model, self.budget, self.log, window)
+        agent.conversation = Conversation(counter=token_counter(self.prep.model))
         self.agent = agent
         agent.conversation.add({"role": "system", "content": base_prompt() + environment_section(self.prep, self.setup)
                                 + self.prep.harness.prompt_section()})
@@ -272,7 +287,7 @@ class Run:
 
         async def compact_status(_: dict[str, Any]) -> Any:
             assert self.agent is not None and self.agent.compactor is not None
-            return {**self.agent.compactor.status(self.agent.conversation.chars),
+            return {**self.agent.compactor.status(self.agent.conversation.tokens),
                     "scheduled": self.agent.compact_requested}
 
         async def history(_: dict[str, Any]) -> Any:

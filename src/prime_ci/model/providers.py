@@ -14,15 +14,25 @@ import asyncio
 import json
 import os
 import random
+import re
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from prime_ci.errors import ConfigError, ModelError
+from prime_ci.errors import ConfigError, ContextOverflow, ModelError
 from prime_ci.isolation.redact import redact
+from prime_ci.model.usage import Cost, Usage
 
 RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504, 529}
+# what providers and servers say when the prompt is past the window (OpenAI, vLLM, llama.cpp, Anthropic, Ollama)
+_OVERFLOW = re.compile(r"maximum context length|context[_ ]length[_ ]exceeded|context window|prompt is too long|"
+                       r"exceeds? (?:the )?(?:available )?context|context size|too many tokens", re.I)
+_WINDOW = re.compile(r"maximum context length is (\d+)|> ?(\d+) maximum|context size (?:of )?\(?(\d+)", re.I)
+# litellm reports some missing keys as 500s: an absent or refused key is never retried
+_AUTH = re.compile(r"missing \S+ api key|api[_ ]key (?:client option )?must be set|no api key|"
+                   r"invalid (?:x-)?api[-_ ]key|incorrect api key|authentication", re.I)
 
 
 @dataclass
@@ -33,25 +43,40 @@ class ToolCall:
 
 
 @dataclass
-class Usage:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-
-@dataclass
 class ModelReply:
     text: str
     tool_calls: list[ToolCall]
     usage: Usage
-    cost_usd: float | None
+    cost: Cost | None  # None: the model's price is unknown
     finish_reason: str
     model: str
     attempts: int = 1
     errors: list[str] = field(default_factory=list)
+    thinking: str = ""  # reasoning text the provider returned (logged, shown; never fed back by itself)
+    thinking_blocks: list[dict[str, Any]] | None = None  # signed blocks Anthropic wants back with tool use
+
+    @property
+    def cost_usd(self) -> float | None:
+        return None if self.cost is None else self.cost.total
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == "length"
+
+    def to_wire(self) -> dict[str, Any]:
+        """The reply as JSON (a child's model call answered by the root)."""
+        return {"text": self.text, "finish_reason": self.finish_reason, "model": self.model,
+                "attempts": self.attempts, "usage": self.usage.to_json(),
+                "cost": None if self.cost is None else self.cost.to_json(), "thinking": self.thinking,
+                "thinking_blocks": self.thinking_blocks,
+                "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls]}
+
+    @classmethod
+    def from_wire(cls, r: dict[str, Any]) -> ModelReply:
+        calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in r["tool_calls"]]
+        cost = None if r.get("cost") is None else Cost.from_json(r["cost"])
+        return cls(r["text"], calls, Usage.from_json(r["usage"]), cost, r["finish_reason"], r["model"],
+                   r["attempts"], thinking=r.get("thinking") or "", thinking_blocks=r.get("thinking_blocks"))
 
 
 class Model(Protocol):
@@ -88,10 +113,37 @@ def parse_retry_after(value: str | None) -> float | None:
         return None
 
 
-def describe_refusal(status: int, message: str) -> str:
+def describe_refusal(status: int, message: str, where: str) -> str:
     kind = {401: "authentication failed", 403: "permission denied", 404: "model or endpoint not found"}
     first = (message.splitlines() or [""])[0][:300]
-    return f"provider refused the request ({status}, {kind.get(status, 'bad request')}): {redact(first)}"
+    return f"{where} refused the request ({status}, {kind.get(status, 'bad request')}): {redact(first)}"
+
+
+def _overflow(exc: ProviderError, where: str) -> ContextOverflow:
+    found = _WINDOW.search(str(exc))
+    window = next((int(g) for g in found.groups() if g), None) if found else None
+    return ContextOverflow(f"{where}: the prompt is longer than the model's context window: {redact(str(exc)[:300])}",
+                           window)
+
+
+def summarize_errors(errors: list[str]) -> str:
+    """Attempts that failed the same way, said once: ``HTTP 500: msg (attempts 1-4)``."""
+    groups: list[tuple[str, list[int]]] = []
+    for number, text in enumerate(errors, 1):
+        if groups and groups[-1][0] == text:
+            groups[-1][1].append(number)
+        else:
+            groups.append((text, [number]))
+    parts = [f"{text} (attempt{'s' if len(ns) > 1 else ''} {ns[0]}{f'-{ns[-1]}' if len(ns) > 1 else ''})"
+             for text, ns in groups]
+    return "; ".join(parts[-3:])
+
+
+Pricer = Callable[[Usage], Awaitable[Cost | None]]
+
+
+async def _unpriced(usage: Usage) -> Cost | None:
+    return None
 
 
 class RetryingModel:
@@ -99,6 +151,8 @@ class RetryingModel:
 
     name: str
     policy: RetryPolicy
+    where: str  # the endpoint, for error messages: "anthropic (http://…)" or "http://host/v1/chat/completions"
+    pricer: Pricer = staticmethod(_unpriced)
 
     async def attempt(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int, timeout: float
@@ -117,19 +171,30 @@ class RetryingModel:
             try:
                 reply = await asyncio.wait_for(self.attempt(messages, tools, max_tokens, remaining), remaining)
             except TimeoutError:
-                errors.append(f"attempt {number}: no complete answer within {remaining:.0f}s")
+                errors.append(f"no complete answer within {remaining:.0f}s")
                 delay = self._backoff(number, None)
             except ProviderError as exc:
-                errors.append(f"attempt {number}: {exc}")
-                if exc.status is not None and exc.status not in RETRYABLE:
-                    raise ModelError(describe_refusal(exc.status, str(exc))) from None
+                self._refuse(exc)
+                errors.append(f"HTTP {exc.status}: {exc}" if exc.status is not None else str(exc))
                 delay = self._backoff(number, exc.retry_after)
             else:
                 reply.attempts, reply.errors = number, errors
+                reply.cost = await self.pricer(reply.usage)
                 return reply
             if number < self.policy.attempts:
                 await asyncio.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-        raise ModelError(redact(f"provider kept failing after {len(errors)} attempts: {'; '.join(errors[-4:])}"))
+        raise ModelError(redact(f"{self.where} kept failing after {len(errors)} attempts: {summarize_errors(errors)}"))
+
+    def _refuse(self, exc: ProviderError) -> None:
+        """Raise at once for what retrying cannot fix: the window, authentication, any other 4xx."""
+        text = str(exc)
+        if exc.status in (400, 413) and _OVERFLOW.search(text):
+            raise _overflow(exc, self.where) from None
+        if exc.status in (401, 403) or (_AUTH.search(text) and exc.status not in (408, 429)):
+            raise ModelError(describe_refusal(exc.status if exc.status in (401, 403) else 401, text,
+                                              self.where)) from None
+        if exc.status is not None and exc.status not in RETRYABLE:
+            raise ModelError(describe_refusal(exc.status, text, self.where)) from None
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -141,15 +206,20 @@ class RetryingModel:
 class OpenAICompatModel(RetryingModel):
     """``openai/MODEL`` at ``--api-base``: chat completions over one keep-alive httpx connection."""
 
-    def __init__(self, name: str, api_base: str, *, policy: RetryPolicy | None = None) -> None:
+    def __init__(self, name: str, api_base: str, *, policy: RetryPolicy | None = None,
+                 reasoning_effort: str | None = None, pricer: Pricer | None = None) -> None:
         import httpx
 
         self.name = name
         self.policy = policy or RetryPolicy()
-        self.url = api_base.rstrip("/") + "/chat/completions"
+        self.api_base = api_base.rstrip("/")
+        self.url = self.where = self.api_base + "/chat/completions"
+        self.reasoning_effort = reasoning_effort
+        if pricer is not None:
+            self.pricer = pricer
         key = os.environ.get("OPENAI_API_KEY")
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._client = httpx.AsyncClient(headers=headers, timeout=None, trust_env=False)
+        self.headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._client = httpx.AsyncClient(headers=self.headers, timeout=None, trust_env=False)
         self._httpx = httpx
 
     async def attempt(
@@ -158,6 +228,8 @@ class OpenAICompatModel(RetryingModel):
         body: dict[str, Any] = {"model": self.name.split("/", 1)[1], "messages": messages, "max_tokens": max_tokens}
         if tools:
             body.update(tools=tools, tool_choice="auto")
+        if self.reasoning_effort:
+            body["reasoning_effort"] = self.reasoning_effort
         try:
             # compact and ASCII-escaped: the body is the whole conversation, re-encoded every turn (lone
             # surrogates from cell output stay valid JSON as \udcxx escapes)
@@ -177,10 +249,40 @@ class OpenAICompatModel(RetryingModel):
         calls = [ToolCall(c.get("id") or f"call_{i}", c["function"].get("name") or "",
                           c["function"].get("arguments") or "")
                  for i, c in enumerate(message.get("tool_calls") or [])]
-        usage = data.get("usage") or {}
-        return ModelReply(message.get("content") or "", calls,
-                          Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)),
-                          None, choice.get("finish_reason") or "stop", self.name)
+        return ModelReply(message.get("content") or "", calls, openai_usage(data.get("usage") or {}), None,
+                          choice.get("finish_reason") or "stop", self.name,
+                          thinking=str(message.get("reasoning_content") or message.get("reasoning") or ""))
+
+
+def openai_usage(usage: dict[str, Any]) -> Usage:
+    """Usage of an OpenAI-compatible reply, with the cached and reasoning details when the server sends them."""
+    prompt_details = usage.get("prompt_tokens_details") or {}
+    completion_details = usage.get("completion_tokens_details") or {}
+    return Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
+                 cache_read_tokens=int(prompt_details.get("cached_tokens") or 0),
+                 reasoning_tokens=int(completion_details.get("reasoning_tokens") or 0))
+
+
+async def discover_window(api_base: str, model_id: str, headers: dict[str, str] | None = None) -> int | None:
+    """The context window an OpenAI-compatible server advertises for ``model_id`` in ``GET /models`` (vLLM's
+    ``max_model_len``, llama.cpp's ``meta.n_ctx``/``n_ctx_train``, ``context_length`` of other gateways)."""
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=5.0, trust_env=False, headers=headers or {}) as client:
+            response = await client.get(api_base.rstrip("/") + "/models")
+        entries = response.json().get("data") or [] if response.status_code == 200 else []
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    entries = [e for e in entries if isinstance(e, dict)]
+    chosen = [e for e in entries if e.get("id") == model_id] or (entries if len(entries) == 1 else [])
+    for entry in chosen:
+        meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+        for value in (entry.get("max_model_len"), meta.get("n_ctx"), meta.get("n_ctx_train"),
+                      entry.get("context_length"), entry.get("context_window")):
+            if isinstance(value, int) and value > 0:
+                return value
+    return None
 
 
 def _error_text(body: str) -> str:
@@ -210,7 +312,7 @@ class ReplayModel:
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, max_tokens: int, timeout: float
     ) -> ModelReply:
         if self.position >= len(self._replies):
-            return ModelReply("(replay finished)", [], Usage(), 0.0, "stop", self.name)
+            return ModelReply("(replay finished)", [], Usage(), Cost(), "stop", self.name)
         msg = self._replies[self.position]
         self.position += 1
         text = "".join(p.get("text", "") for p in msg["content"] if p.get("type") == "text")
@@ -220,5 +322,6 @@ class ReplayModel:
             if p.get("type") == "toolCall"
         ]
         u = msg.get("usage") or {}
-        usage = Usage(int(u.get("input", 0)), int(u.get("output", 0)))
-        return ModelReply(text, calls, usage, 0.0, "toolUse" if calls else "stop", self.name)
+        read, write = int(u.get("cacheRead") or 0), int(u.get("cacheWrite") or 0)
+        usage = Usage(int(u.get("input", 0)) + read + write, int(u.get("output", 0)), read, write)
+        return ModelReply(text, calls, usage, Cost(), "toolUse" if calls else "stop", self.name)

@@ -9,27 +9,33 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from prime_ci.errors import ConfigError
+from prime_ci.model import table
 from prime_ci.model.providers import (
     Model,
     ModelReply,
     OpenAICompatModel,
+    Pricer,
     ProviderError,
     ReplayModel,
     RetryingModel,
     RetryPolicy,
     ToolCall,
-    Usage,
+    discover_window,
     parse_retry_after,
 )
+from prime_ci.model.usage import Cost, Usage, UserPrice
 
-__all__ = ["LiteLLMModel", "Model", "ModelReply", "ReplayModel", "RetryPolicy", "ToolCall", "Usage", "make_model"]
+__all__ = ["LiteLLMModel", "Model", "ModelOptions", "ModelReply", "ReplayModel", "RetryPolicy", "ToolCall", "Usage",
+           "make_model"]
 
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
@@ -82,21 +88,60 @@ def litellm_module() -> ModuleType:
 CLIENT_TIMEOUT = 3600.0
 
 
+@dataclass(frozen=True)
+class ModelOptions:
+    """How calls are made, the same for the root and every child: ``--no-cache``, ``--reasoning-effort``,
+    ``--price-per-mtok``."""
+
+    cache: bool = True
+    reasoning_effort: str | None = None
+    price: UserPrice | None = None
+
+
+def model_options(cfg: Any) -> ModelOptions:
+    """The model options of a run's settings (``RunConfig``)."""
+    price = UserPrice.parse(cfg.price_per_mtok) if cfg.price_per_mtok else None
+    return ModelOptions(cache=cfg.cache, reasoning_effort=cfg.reasoning_effort, price=price)
+
+
 class LiteLLMModel(RetryingModel):
     """A provider model through litellm (litellm's own retries off: the retry layer is RetryingModel's)."""
 
-    def __init__(self, name: str, *, api_base: str | None = None, policy: RetryPolicy | None = None) -> None:
+    def __init__(self, name: str, *, api_base: str | None = None, policy: RetryPolicy | None = None,
+                 options: ModelOptions = ModelOptions()) -> None:
         self.name = name
         self.api_base = api_base
         self.policy = policy or RetryPolicy()
+        self.options = options
+        self.where = f"{name.split('/', 1)[0]} ({api_base or 'default endpoint'})"
+        self.pricer = _pricer(name, options.price)
+        self._breakpoints: bool | None = None  # Anthropic-format prompt caching, decided after the import
 
-    def _kwargs(self) -> dict[str, Any]:
+    def _kwargs(self, litellm: ModuleType, messages: list[dict[str, Any]]) -> dict[str, Any]:
         kw: dict[str, Any] = {"model": self.name, "max_retries": 0, "num_retries": 0}
         if self.api_base:
             kw["api_base"] = self.api_base
             if self.name.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
                 kw["api_key"] = "not-needed"  # local OpenAI-compatible servers often need no key
+        if self.options.reasoning_effort:
+            kw["reasoning_effort"] = self.options.reasoning_effort
+        if self.options.cache and self._cache_control(litellm):
+            kw["cache_control_injection_points"] = cache_points(messages)
         return kw
+
+    def _cache_control(self, litellm: ModuleType) -> bool:
+        if self._breakpoints is None:
+            from litellm.llms.anthropic.common_utils import supports_anthropic_cache_control
+
+            provider = litellm.get_llm_provider(self.name)[1]
+            self._breakpoints = bool(supports_anthropic_cache_control(self.name, provider))
+        return self._breakpoints
+
+    def count_tokens(self, text: str) -> int:
+        """litellm's tokenizer for a model in its table once litellm is loaded; ``ceil(chars/3)`` before."""
+        if _module is None or not table.model_info(self.name):
+            return math.ceil(len(text) / 3)
+        return int(_module.token_counter(model=self.name, text=text))
 
     async def attempt(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int, timeout: float
@@ -106,71 +151,144 @@ class LiteLLMModel(RetryingModel):
         try:
             response = await litellm.acompletion(messages=messages, tools=tools or None,
                                                  tool_choice="auto" if tools else None, max_tokens=max_tokens,
-                                                 timeout=CLIENT_TIMEOUT, **self._kwargs())
+                                                 timeout=CLIENT_TIMEOUT, **self._kwargs(litellm, messages))
         except litellm.exceptions.openai.OpenAIError as exc:  # base of every error litellm maps
             status = getattr(exc, "status_code", None)
-            headers = getattr(getattr(exc, "response", None), "headers", None)
-            retry_after = parse_retry_after(headers.get("retry-after") if headers is not None else None)
+            # the anthropic route keeps the provider's headers only in litellm_response_headers
+            headers = getattr(exc, "litellm_response_headers", None) or getattr(
+                getattr(exc, "response", None), "headers", None)
+            retry_after = parse_retry_after(headers.get("retry-after") if headers else None)
             message = str(getattr(exc, "message", "") or exc)
             raise ProviderError(f"{type(exc).__name__}: {message}", status if isinstance(status, int) else None,
                                 retry_after) from None
-        return self._reply(litellm, response)
+        return self._reply(response)
 
-    def _reply(self, litellm: ModuleType, response: Any) -> ModelReply:
+    def _reply(self, response: Any) -> ModelReply:
         choice = response.choices[0]
         msg = choice.message
         calls = [
             ToolCall(id=c.id or f"call_{i}", name=c.function.name or "", arguments=c.function.arguments or "")
             for i, c in enumerate(msg.tool_calls or [])
         ]
-        u = getattr(response, "usage", None)
-        usage = Usage(
-            prompt_tokens=int(getattr(u, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(u, "completion_tokens", 0) or 0),
-        )
-        return ModelReply(text=msg.content or "", tool_calls=calls, usage=usage,
-                          cost_usd=_cost(litellm, self.name, usage), finish_reason=choice.finish_reason or "stop",
-                          model=self.name)
+        blocks = getattr(msg, "thinking_blocks", None)
+        usage = litellm_usage(getattr(response, "usage", None))
+        return ModelReply(text=msg.content or "", tool_calls=calls, usage=usage, cost=None,
+                          finish_reason=choice.finish_reason or "stop", model=self.name,
+                          thinking=str(getattr(msg, "reasoning_content", None) or ""),
+                          thinking_blocks=[dict(b) for b in blocks] if blocks else None)
 
 
-def _model_info(litellm: ModuleType, model: str) -> dict[str, Any]:
-    """litellm's local table entry for ``provider/model`` (or the bare model name); empty when unknown."""
-    table: dict[str, dict[str, Any]] = litellm.model_cost
-    return table.get(model) or table.get(model.split("/", 1)[-1]) or {}
+def cache_points(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Breakpoints for Anthropic-format caching (at most 4 allowed): the system prompt, the end of the previous
+    request (the message before the newest assistant reply: where the last cache write ended) and the newest
+    message. Earlier messages are never rewritten, so each request's prefix is the last one's."""
+    points: list[dict[str, Any]] = [{"location": "message", "role": "system"}]
+    last_assistant = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "assistant"),
+                          None)
+    if last_assistant is not None and last_assistant - 1 > 0:
+        points.append({"location": "message", "index": last_assistant - 1})
+    if len(messages) > 1:
+        points.append({"location": "message", "index": len(messages) - 1})
+    return points
 
 
-def _prices(litellm: ModuleType, model: str) -> tuple[float, float] | None:
-    """USD per prompt token and per completion token from litellm's local table; None for unlisted models."""
-    info = _model_info(litellm, model)
-    inp, out = info.get("input_cost_per_token"), info.get("output_cost_per_token")
-    return None if inp is None or out is None else (float(inp), float(out))
+def litellm_usage(u: Any) -> Usage:
+    """litellm's usage object: cache reads (OpenAI's ``prompt_tokens_details.cached_tokens`` or Anthropic's
+    ``cache_read_input_tokens``), cache writes and reasoning tokens; ``prompt_tokens`` includes both cache parts."""
+    details = getattr(u, "prompt_tokens_details", None)
+    completion_details = getattr(u, "completion_tokens_details", None)
+    read = int(getattr(details, "cached_tokens", 0) or getattr(u, "cache_read_input_tokens", 0) or 0)
+    return Usage(prompt_tokens=int(getattr(u, "prompt_tokens", 0) or 0),
+                 completion_tokens=int(getattr(u, "completion_tokens", 0) or 0),
+                 cache_read_tokens=read,
+                 cache_write_tokens=int(getattr(u, "cache_creation_input_tokens", 0) or 0),
+                 reasoning_tokens=int(getattr(completion_details, "reasoning_tokens", 0) or 0))
 
 
-def _cost(litellm: ModuleType, model: str, usage: Usage) -> float | None:
-    """Cost from litellm's local price table; None (unknown) for models it does not list."""
-    price = _prices(litellm, model)
-    return None if price is None else price[0] * usage.prompt_tokens + price[1] * usage.completion_tokens
+def litellm_cost(litellm: ModuleType, model: str, usage: Usage) -> Cost:
+    """litellm's cost function over one reply's usage (cache-aware), split for the session's usage record."""
+    usage_object = litellm.Usage(
+        prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+        total_tokens=usage.total_tokens, prompt_tokens_details={"cached_tokens": usage.cache_read_tokens},
+        cache_read_input_tokens=usage.cache_read_tokens, cache_creation_input_tokens=usage.cache_write_tokens,
+        completion_tokens_details={"reasoning_tokens": usage.reasoning_tokens})
+    prompt_cost, completion_cost = litellm.cost_per_token(model=model, usage_object=usage_object)
+    info = table.model_info(model)
+    input_rate = float(info.get("input_cost_per_token") or 0.0)
+    read = usage.cache_read_tokens * float(info.get("cache_read_input_token_cost") or input_rate)
+    write = usage.cache_write_tokens * float(info.get("cache_creation_input_token_cost") or input_rate)
+    return Cost(input=float(prompt_cost) - read - write, output=float(completion_cost), cache_read=read,
+                cache_write=write)
 
 
-def prices(model: Model) -> tuple[float, float] | None:
-    """The prices ``_cost`` charges a model's calls at (the budget reserves with them); None when unknown."""
-    return _prices(litellm_module(), model.name) if isinstance(model, LiteLLMModel) else None
+def _pricer(model: str, price: UserPrice | None) -> Pricer:
+    """How one model's replies are priced: the user's ``--price-per-mtok``, else litellm's cost function for a
+    model its table lists (imported in the background for the direct route), else unknown."""
+    if price is not None:
+        async def user(usage: Usage) -> Cost | None:
+            return price.cost(usage)
+        return user
+    if not table.is_priced(model):
+        async def unknown(usage: Usage) -> Cost | None:
+            return None
+        return unknown
+    start_import()
+
+    async def listed(usage: Usage) -> Cost | None:
+        litellm = _module if _module is not None else await asyncio.to_thread(litellm_module)
+        return litellm_cost(litellm, model, usage)
+    return listed
+
+
+def prices(model: Model, price: UserPrice | None = None) -> tuple[float, float] | None:
+    """USD per prompt token and per completion token at their full rate (what a reservation holds)."""
+    if price is not None:
+        return price.per_token()
+    return table.per_token_prices(model.name) if isinstance(model, LiteLLMModel | OpenAICompatModel) else None
 
 
 DEFAULT_WINDOW = 128_000
+DEFAULT_COMPLETION = 8192
+# a reply that is not streamed must arrive within proxies' idle timeouts: Anthropic's own SDK refuses
+# non-streamed requests expected to take over 10 minutes, which is where this many output tokens lands
+NON_STREAMED_COMPLETION_CAP = 21_333
 
 
-def context_window(model: Model) -> int:
-    """The model's input window from litellm's local table; a conservative default for unknown models."""
+async def context_window(model: Model) -> tuple[int, str]:
+    """The model's input window and where it came from: the server's ``/models`` (an ``--api-base``
+    OpenAI-compatible endpoint), litellm's table, or a default."""
+    api_base = getattr(model, "api_base", None)
+    if api_base and model.name.split("/", 1)[0] in ("openai", "hosted_vllm"):
+        headers = getattr(model, "headers", None)
+        found = await discover_window(api_base, model.name.split("/", 1)[1], headers)
+        if found is not None:
+            return found, "the server's /models"
+    listed = table.window(model.name)
+    if listed is not None:
+        return listed, "litellm's model table"
+    return DEFAULT_WINDOW, "a default (unknown model: set --context-window)"
+
+
+def completion_limit(model: Model, flag: int | None) -> tuple[int, str | None]:
+    """The per-call completion cap (``--max-completion-tokens``, else the table's output limit, else 8192) and a
+    note when it had to be lowered for a non-streamed reply."""
+    wanted = flag or table.max_output(model.name) or DEFAULT_COMPLETION
+    if wanted > NON_STREAMED_COMPLETION_CAP:
+        return NON_STREAMED_COMPLETION_CAP, (f"completion tokens per call capped at {NON_STREAMED_COMPLETION_CAP} "
+                                             f"(of {wanted}): replies are not streamed, and longer ones risk "
+                                             "provider and proxy idle timeouts")
+    return wanted, None
+
+
+def token_counter(model: Model) -> Any:
+    """Tokens of one message's text: the provider's tokenizer through litellm where it has one, else chars/3."""
     if isinstance(model, LiteLLMModel):
-        info = _model_info(litellm_module(), model.name)
-        window = info.get("max_input_tokens") or info.get("max_tokens")
-        if isinstance(window, int) and window > 0:
-            return window
-    return DEFAULT_WINDOW
+        return model.count_tokens
+    return lambda text: math.ceil(len(text) / 3)
 
 
-def make_model(name: str, *, api_base: str | None = None, policy: RetryPolicy | None = None) -> Model:
+def make_model(name: str, *, api_base: str | None = None, policy: RetryPolicy | None = None,
+               options: ModelOptions = ModelOptions()) -> Model:
     """``replay:FILE``; ``openai/M`` with ``--api-base``: the direct OpenAI-compatible route (unless
     ``PRIME_CI_ROUTE=litellm``); anything else through litellm."""
     if name.startswith("replay:"):
@@ -178,6 +296,7 @@ def make_model(name: str, *, api_base: str | None = None, policy: RetryPolicy | 
     if "/" not in name:
         raise ConfigError(f"--model: expected a litellm id like openai/gpt-4o or replay:FILE, got {name!r}")
     if name.startswith("openai/") and api_base and os.environ.get("PRIME_CI_ROUTE", "direct") != "litellm":
-        return OpenAICompatModel(name, api_base, policy=policy)
+        return OpenAICompatModel(name, api_base, policy=policy, reasoning_effort=options.reasoning_effort,
+                                 pricer=_pricer(name, options.price))
     start_import()
-    return LiteLLMModel(name, api_base=api_base, policy=policy)
+    return LiteLLMModel(name, api_base=api_base, policy=policy, options=options)

@@ -88,6 +88,10 @@ def _last_custom(entries: list[Any], custom_type: str) -> dict[str, Any] | None:
 def _message(console: Console, msg: dict[str, Any]) -> None:
     role = msg.get("role")
     if role == "assistant":
+        for part in msg.get("content", []):
+            if isinstance(part, dict) and part.get("type") == "thinking" and part.get("thinking"):
+                console.print(Panel(Text(_clip(str(part["thinking"])), style="italic"),
+                                    title=Text("thinking", style="dim"), title_align="left", border_style="dim"))
         text = parts_text(msg.get("content", []))
         if text:
             console.print(Panel(Text(_clip(text)), title=Text("assistant", style="cyan"), title_align="left",

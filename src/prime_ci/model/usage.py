@@ -1,0 +1,100 @@
+"""What one model call used and cost, in the provider's terms and in Prime Agent's session shape.
+
+``prompt_tokens`` follows OpenAI's meaning on every route: it includes the tokens read from and written to the
+prompt cache (``cache_read_tokens``, ``cache_write_tokens``); ``reasoning_tokens`` are part of
+``completion_tokens``. Prime Agent's ``input`` is the uncached remainder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+def usd(value: float) -> str:
+    """A dollar figure with its real precision ($0.0015, not $0.00)."""
+    return f"${value:.6f}".rstrip("0").rstrip(".") if value < 1 else f"${value:,.2f}"
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def uncached_prompt_tokens(self) -> int:
+        return max(0, self.prompt_tokens - self.cache_read_tokens - self.cache_write_tokens)
+
+    def to_json(self) -> dict[str, int]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Usage:
+        return cls(**{k: int(data.get(k) or 0) for k in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class Cost:
+    """USD of one call, split like Prime Agent's usage cost; ``total`` is what the ledger charges."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.input + self.output + self.cache_read + self.cache_write
+
+    def to_json(self) -> dict[str, float]:
+        return {"input": self.input, "output": self.output, "cacheRead": self.cache_read,
+                "cacheWrite": self.cache_write, "total": self.total}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Cost:
+        return cls(float(data.get("input", 0.0)), float(data.get("output", 0.0)), float(data.get("cacheRead", 0.0)),
+                   float(data.get("cacheWrite", 0.0)))
+
+
+def session_usage(usage: Usage, cost: Cost | None) -> dict[str, Any]:
+    """Prime Agent's assistant ``usage``: ``input`` excludes the cache; cost zeros when the price is unknown
+    (the ``prime_ci.usage`` record says ``cost_usd: null`` then)."""
+    return {"input": usage.uncached_prompt_tokens, "output": usage.completion_tokens,
+            "cacheRead": usage.cache_read_tokens, "cacheWrite": usage.cache_write_tokens,
+            "totalTokens": usage.total_tokens, "cost": (cost or Cost()).to_json()}
+
+
+@dataclass(frozen=True)
+class UserPrice:
+    """``--price-per-mtok IN,OUT[,CACHED]``: USD per million tokens for a model litellm does not list."""
+
+    input: float
+    output: float
+    cached: float
+
+    @classmethod
+    def parse(cls, text: str) -> UserPrice:
+        parts = [p.strip() for p in text.split(",")]
+        try:
+            values = [float(p) for p in parts]
+        except ValueError:
+            values = []
+        if len(values) not in (2, 3) or any(v < 0 for v in values):
+            raise ValueError(f"expected IN,OUT[,CACHED] in USD per million tokens (e.g. 3,15,0.3), got {text!r}")
+        return cls(values[0], values[1], values[2] if len(values) == 3 else values[0])
+
+    def cost(self, usage: Usage) -> Cost:
+        per = 1e-6
+        return Cost(input=(usage.uncached_prompt_tokens + usage.cache_write_tokens) * self.input * per,
+                    output=usage.completion_tokens * self.output * per,
+                    cache_read=usage.cache_read_tokens * self.cached * per)
+
+    def per_token(self) -> tuple[float, float]:
+        return self.input * 1e-6, self.output * 1e-6
