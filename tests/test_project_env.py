@@ -134,3 +134,23 @@ def test_editable_install_of_repo_resolves_to_the_worktree(
     kernel_file = tool.split("KERNEL ", 1)[1].split()[0]
     assert "prime-ci-wt-" in kernel_file and kernel_file.endswith(core), tool
     assert "return x + x + 1" in (repo / core).read_text(), "REPO itself is untouched"
+
+
+def test_a_virtualenv_inside_repo_keeps_its_own_packages(tmp_path: Path, server: ScriptedServer) -> None:
+    """uv/poetry's in-project `.venv`: found by default, and its site-packages are not redirected to the
+    worktree (which has no `.venv`) while the editable install of REPO is."""
+    helper = make_repo(tmp_path / "helper", {
+        "pyproject.toml": PYPROJECT.replace('name = "mylib"', 'name = "helperpkg"'),
+        "helperpkg/__init__.py": "ANSWER = 42\n"})
+    files = {**SRC_LIB, ".gitignore": SRC_LIB[".gitignore"] + ".venv/\n",
+             "tests/test_helper.py": "import helperpkg\n\n\ndef test_helper():\n    assert helperpkg.ANSWER == 42\n"}
+    repo = make_repo(tmp_path / "repo", files)
+    venv = job_python(repo / ".venv")
+    pip_install(venv, str(helper))
+    pip_install(venv, "-e", str(repo))
+    server.add(ipython("import helperpkg, mylib\nprint('KERNEL', helperpkg.__file__, mylib.__file__)"),
+               ipython(fix("src/mylib/core.py", "def double(x):\n    return 2 * x\n")), reply("fixed"))
+    run = run_prime(tmp_path, repo, server, "--max-gate-retries", "0", *GATE)
+    assert run.code == 0, (run.out / "gates" / "pytest.log").read_text()
+    assert run.result["python"] == str(venv)
+    assert "2 passed" in (run.out / "gates" / "pytest.log").read_text()

@@ -7,6 +7,7 @@ numbers below are what the client's breakpoint placement earns.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -276,3 +277,46 @@ def test_a_call_abandoned_at_the_wall_limit_is_charged_its_estimate(tmp_path: Pa
                         if e.get("type") == "custom" and e.get("customType") == "prime_ci.usage")
     # the hung call's prompt, estimated high (chars/3 against the server's chars/4)
     assert usage["prompt_tokens"] - first_prompt >= math.ceil(len(second.raw) / 4)
+
+
+def test_every_request_extends_the_last_one_so_automatic_caches_hit(tmp_path: Path, buggy_repo: Path) -> None:
+    steps = [ipython(f"print('{i}' * 300)") for i in range(6)] + [reply("done")]
+    with ScriptedServer(steps, auto_cache=True, min_cache_tokens=128) as srv:
+        run = run_prime(tmp_path, buggy_repo, srv, "--model", "openai/gpt-4o-mini")
+        bodies = [r.body for r in srv.chat_requests]
+    assert run.code == 0, run.proc.stderr
+    for before, after in itertools.pairwise(bodies):
+        assert after["messages"][: len(before["messages"])] == before["messages"]  # nothing earlier rewritten
+        assert after["tools"] == before["tools"]
+    usages = assistant_usages(run)
+    assert all(u["cacheRead"] > 0 for u in usages[1:]), [u["cacheRead"] for u in usages]
+    assert run.result["usage"]["cache_read_tokens"] == sum(u["cacheRead"] for u in usages)
+    assert "read from the prompt cache" in (run.out / "summary.md").read_text()
+
+
+def test_the_completion_cap_comes_from_the_table_and_is_said_when_lowered(tmp_path: Path,
+                                                                         buggy_repo: Path) -> None:
+    from prime_ci.model.routes import NON_STREAMED_COMPLETION_CAP, LiteLLMModel, completion_limit
+
+    assert completion_limit(LiteLLMModel("openai/gpt-4o-mini"), None) == (16384, None)  # its max_output_tokens
+    capped, note = completion_limit(LiteLLMModel(SONNET), None)  # 64,000 in the table
+    assert capped == NON_STREAMED_COMPLETION_CAP and note and "64000" in note
+    assert completion_limit(LiteLLMModel(SONNET), 4000) == (4000, None)
+    with ScriptedServer([reply("done")]) as srv:
+        run = anthropic_run(tmp_path, buggy_repo, srv)
+        sent = srv.chat_requests[0].body["max_tokens"]
+    assert run.code == 0 and sent == NON_STREAMED_COMPLETION_CAP
+    assert "capped at 21333 (of 64000)" in run.proc.stderr
+
+
+def test_an_allowance_past_an_undiscovered_window_is_asked_again_smaller(tmp_path: Path, buggy_repo: Path) -> None:
+    # a llama.cpp-like server whose /models does not name the requested model: the window is unknown (128k)
+    # until the first 400 says 8192; 8192 completion tokens on top of the prompt do not fit
+    with ScriptedServer([ipython("print(1)"), reply("done")], context_window=8192, strict=True) as srv:
+        run = run_prime(tmp_path, buggy_repo, srv, "--model", "openai/gemma")
+        rejected, requests = srv.rejected, srv.chat_requests
+    assert run.code == 0, run.proc.stderr
+    assert len(rejected) == 1 and "asking for less completion to fit 8192" in run.proc.stderr
+    accepted = [r for r in requests if r.rejected is None]
+    assert len(accepted) == 2 and all(r.body["max_tokens"] < 8192 for r in accepted)
+    assert not any(e.get("type") == "compaction" for e in run.session())

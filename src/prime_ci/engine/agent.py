@@ -153,10 +153,13 @@ class Agent:
             if self.compactor is None:
                 raise
             self.compactor.shrink(exc.window, self.conversation.tokens)
+            compact = self.compactor.needed(self.conversation.tokens)
             if self.progress is not None:
-                self.progress(f"the provider refused ~{self.conversation.tokens} prompt tokens as too long for "
-                              f"the model's window: compacting to fit {self.compactor.window}")
-            if not await self._compact():
+                self.progress(f"the provider refused ~{self.conversation.tokens} prompt tokens and the completion "
+                              f"allowance as too long for the model's window: "
+                              f"{'compacting to fit' if compact else 'asking for less completion to fit'} "
+                              f"{self.compactor.window}")
+            if compact and not await self._compact():
                 raise
             return await self.budget.call(self.model, self.conversation.messages, [TOOL], turn=True,
                                           prompt_tokens=self.conversation.tokens, window=self.compactor.window)

@@ -17,15 +17,21 @@ import sys
 CONFIG = "_prime_ci_layer.json"
 
 
-def swap(path: str, src: str, dst: str) -> str:
-    if path == src or path.startswith(src + os.sep):
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root + os.sep)
+
+
+def swap(path: str, src: str, dst: str, keep: tuple[str, ...] = ()) -> str:
+    """``path`` under ``src`` moved under ``dst``; paths under a ``keep`` root (the job's own virtualenv inside
+    the checkout, which the clone does not have) stay where they are."""
+    if _under(path, src) and not any(_under(path, k) for k in keep):
         return dst + path[len(src):]
     return path
 
 
-def redirect(src: str, dst: str) -> None:
+def redirect(src: str, dst: str, keep: tuple[str, ...] = ()) -> None:
     """Rewrite every import location under ``src`` (the job's checkout) to the same place under ``dst``."""
-    sys.path[:] = [swap(p, src, dst) if isinstance(p, str) else p for p in sys.path]
+    sys.path[:] = [swap(p, src, dst, keep) if isinstance(p, str) else p for p in sys.path]
     sys.path_importer_cache.clear()
     for name, module in list(sys.modules.items()):
         if not (name.startswith("__editable__") and name.endswith("_finder")):
@@ -34,12 +40,12 @@ def redirect(src: str, dst: str) -> None:
         if isinstance(mapping, dict):
             for key, value in list(mapping.items()):
                 if isinstance(value, str):
-                    mapping[key] = swap(value, src, dst)
+                    mapping[key] = swap(value, src, dst, keep)
         namespaces = getattr(module, "NAMESPACES", None)
         if isinstance(namespaces, dict):
             for key, value in list(namespaces.items()):
                 if isinstance(value, list):
-                    namespaces[key] = [swap(v, src, dst) if isinstance(v, str) else v for v in value]
+                    namespaces[key] = [swap(v, src, dst, keep) if isinstance(v, str) else v for v in value]
 
 
 def apply(config_dir: str) -> None:
@@ -51,11 +57,12 @@ def apply(config_dir: str) -> None:
             site.addsitedir(directory)
     pair = config.get("redirect")
     if pair:
-        redirect(pair[0], pair[1])
-        _redirected_pth_paths(config.get("sites", []), pair[0], pair[1])
+        keep = tuple(config.get("keep", []))
+        redirect(pair[0], pair[1], keep)
+        _redirected_pth_paths(config.get("sites", []), pair[0], pair[1], keep)
 
 
-def _redirected_pth_paths(sites: list[str], src: str, dst: str) -> None:
+def _redirected_pth_paths(sites: list[str], src: str, dst: str, keep: tuple[str, ...]) -> None:
     """Path lines of ``.pth`` files that name the job's checkout: ``site`` skips a line whose directory does
     not exist (the checkout is hidden in the sandbox), so add its worktree twin here."""
     for directory in sites:
@@ -73,7 +80,7 @@ def _redirected_pth_paths(sites: list[str], src: str, dst: str) -> None:
                 line = line.strip()
                 if not line or line.startswith(("#", "import ", "import\t")):
                     continue
-                twin = swap(os.path.normpath(os.path.join(directory, line)), src, dst)
+                twin = swap(os.path.normpath(os.path.join(directory, line)), src, dst, keep)
                 if twin.startswith(dst) and twin not in sys.path and os.path.isdir(twin):
                     sys.path.append(twin)
 

@@ -148,7 +148,10 @@ def create(root: Path, interp: Interpreter, redirect: tuple[str, str] | None) ->
                                      f"version = {interp.version}\n", encoding="utf-8")
     for name in ("python", "python3", f"python{interp.minor}"):
         (env.bin / name).symlink_to(base)
-    layer = {"sites": list(interp.sites), "redirect": list(redirect) if redirect else None}
+    # the job's virtualenv may live inside the checkout (REPO/.venv): its packages are not the project's
+    # sources, and the clone has no copy of them
+    layer = {"sites": list(interp.sites), "redirect": list(redirect) if redirect else None,
+             "keep": [interp.prefix, os.path.realpath(interp.prefix)]}
     (env.site / project_layer.CONFIG).write_text(json.dumps(layer), encoding="utf-8")
     shutil.copyfile(project_layer.__file__, env.site / "_prime_ci_layer.py")
     (env.site / "_prime_ci_layer.pth").write_text("import _prime_ci_layer\n", encoding="utf-8")
