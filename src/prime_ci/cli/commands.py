@@ -14,7 +14,7 @@ from click.core import ParameterSource
 
 from prime_ci.cli.app import NONNEG, POS, cli, host_setup, print_outcome, say
 from prime_ci.errors import ConfigError, PrimeCIError
-from prime_ci.model.credentials import missing_credentials
+from prime_ci.model.credentials import model_problem
 
 
 @cli.command()
@@ -76,7 +76,7 @@ def run(ctx: click.Context, /, **params: Any) -> int:
         or name == "repo"
     }
     api_base = flags.get("api_base")
-    if flags.get("model") and (missing := missing_credentials(str(flags["model"]), str(api_base or "") or None)):
+    if flags.get("model") and (missing := model_problem(str(flags["model"]), str(api_base or "") or None)):
         raise ConfigError(missing)  # before anything is cloned
     host_setup()
     prep = prepare(flags)  # a litellm route starts importing litellm here, overlapping the kernel start

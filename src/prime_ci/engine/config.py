@@ -69,10 +69,14 @@ class RunConfig(BaseModel):
         return self.task_file.read_text(encoding="utf-8", errors="replace")
 
 
-FILE_KEYS = set(RunConfig.model_fields) - {"repo", "json_output"}
-# The repository may be the hostile input under review: it cannot weaken the boundary or redirect output.
-FLAG_ONLY = {"pass_env", "allow_protected", "api_base", "push", "out", "sandbox", "keep_worktree", "harness",
-             "harness_branch", "gates_from", "include_dirty", "sandbox_ro", "price_per_mtok"}
+# The repository may be the hostile input under review: it may add gates and setup, tighten budgets and pick
+# options that cannot weaken the boundary, redirect output, choose the model or the task, or name host files.
+REPO_KEYS = {"gate", "gates_file", "setup", "python", "sandbox_ro", "require_changes", "context_window", "cache",
+             "reasoning_effort", "max_turns", "max_tokens", "max_wall", "max_cost", "cell_timeout",
+             "max_gate_retries", "max_depth", "max_children", "max_completion_tokens"}
+LOWER_ONLY = ("max_turns", "max_tokens", "max_wall", "max_cost", "cell_timeout", "max_gate_retries", "max_depth",
+              "max_children", "max_completion_tokens")
+FILE_KEYS = REPO_KEYS
 ALIASES = {"gates": "gate", "gates_files": "gates_file", "gates-file": "gates_file"}
 
 
@@ -98,8 +102,10 @@ def file_settings(repo_dir: Path) -> dict[str, Any]:
             if norm == "python" and (not isinstance(value, str) or "/" in value):
                 raise ConfigError(f"{name}: python: a command name found on PATH (e.g. 'python3.12'), not a path: "
                                   "repository settings may not name files outside the worktree (use --python)")
-            if norm in FLAG_ONLY:
-                raise ConfigError(f"{name}: {key!r} may only be set on the command line")
+            if norm in RunConfig.model_fields and norm not in REPO_KEYS:
+                raise ConfigError(f"{name}: {key!r} may only be set on the command line (the repository's own "
+                                  "settings cannot choose the model, the task, files outside the worktree or the "
+                                  "sandbox)")
             if norm not in FILE_KEYS:
                 raise ConfigError(f"{name}: unknown setting {key!r}")
             out[norm] = value
@@ -122,24 +128,46 @@ def _sandbox_table(name: str, table: dict[str, Any]) -> list[str]:
     return list(paths)
 
 
+def _validated(settings: dict[str, Any]) -> RunConfig:
+    try:
+        return RunConfig(**settings)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "settings"
+        raise ConfigError(f"--{where.replace('_', '-')}: {err['msg']}") from None
+
+
+def _task_problem(text: str) -> str | None:
+    if not text.strip():
+        return "the task is empty"
+    if "\x00" in text or text.count("\ufffd") > len(text) // 100 or sum(
+            1 for c in text if ord(c) < 32 and c not in "\n\r\t") > len(text) // 100:
+        return "the task is not text (binary content)"
+    return None
+
+
 def _tool_section(data: dict[str, Any]) -> dict[str, Any] | None:
     section = data.get("tool", {}).get("prime-ci")
     return section if isinstance(section, dict) else None
 
 
 def build_config(flags: dict[str, Any], from_file: dict[str, Any]) -> RunConfig:
-    """Flags (only those given explicitly) win over file settings; defaults fill the rest."""
-    merged = {**from_file, **flags}
-    try:
-        cfg = RunConfig(**merged)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "settings"
-        raise ConfigError(f"--{where.replace('_', '-')}: {err['msg']}") from None
+    """Flags (only those given explicitly) win over file settings; defaults fill the rest. The repository's
+    budgets may only lower the operator's (the flag, else the default)."""
+    operator = _validated(flags)
+    cfg = _validated({**from_file, **flags})
+    for key in LOWER_ONLY:
+        if key in from_file and key not in flags:
+            mine, theirs = getattr(operator, key), getattr(cfg, key)
+            if mine is not None and (theirs is None or theirs > mine):
+                raise ConfigError(f"repository settings: {key.replace('_', '-')} = {theirs} would raise the "
+                                  f"operator's {mine}: a repository may only lower budgets")
     if (cfg.task is None) == (cfg.task_file is None):
         raise ConfigError("exactly one of --task or --task-file is required")
     if cfg.task_file is not None and not cfg.task_file.is_file():
         raise ConfigError(f"--task-file: file not found: {cfg.task_file}")
+    if problem := _task_problem(cfg.task_text()):
+        raise ConfigError(f"--task{'-file' if cfg.task_file is not None else ''}: {problem}")
     if cfg.untrusted_file is not None and not cfg.untrusted_file.is_file():
         raise ConfigError(f"--untrusted-file: file not found: {cfg.untrusted_file}")
     if not cfg.model:

@@ -20,7 +20,7 @@ from prime_ci.isolation import sandbox as sandbox_mod
 from prime_ci.isolation.projenv import ProjectEnv
 from prime_ci.isolation.sandbox import Sandbox
 from prime_ci.isolation.worktree import Worktree, create_worktree, is_url, resolve_ref
-from prime_ci.model.credentials import missing_credentials
+from prime_ci.model.credentials import model_problem
 from prime_ci.model.routes import Model, make_model, model_options
 from prime_ci.session.log import entry_id
 
@@ -57,7 +57,7 @@ def prepare(flags: dict[str, Any]) -> Prepared:
         gates = load_gates(cfg, worktree)
         setup = load_setup(cfg, worktree)
         project = project_env(cfg, worktree)
-        if missing := missing_credentials(cfg.model or "", cfg.api_base):
+        if missing := model_problem(cfg.model or "", cfg.api_base):
             raise ConfigError(missing)
         model = make_model(cfg.model or "", api_base=cfg.api_base, options=model_options(cfg))
         out = (cfg.out or Path("prime-ci-out") / run_id).resolve()

@@ -9,6 +9,7 @@ when their test-runner section itself changed.
 from __future__ import annotations
 
 import configparser
+import posixpath
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -18,10 +19,16 @@ from typing import Any
 
 from prime_ci.isolation.worktree import Worktree
 
-ALWAYS = (".github/workflows/*", ".github/workflows/**", "conftest.py", "**/conftest.py", "pytest.ini",
-          "**/pytest.ini", "sitecustomize.py", "**/sitecustomize.py", "usercustomize.py", "**/usercustomize.py",
-          "*.pth", "**/*.pth", ".prime-ci/gates*", "action.yml", "action.yaml")
+# every file pytest reads its configuration from (pytest 9 added pytest.toml and .pytest.toml)
+PYTEST_FILES = ("pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml")
+ALWAYS = (".github/workflows/*", ".github/workflows/**", "conftest.py", "**/conftest.py", *PYTEST_FILES,
+          *(f"**/{name}" for name in PYTEST_FILES), "sitecustomize.py", "**/sitecustomize.py", "usercustomize.py",
+          "**/usercustomize.py", "*.pth", "**/*.pth", ".prime-ci/gates*", "action.yml", "action.yaml")
 TEST_FILES = ("test_*.py", "*_test.py", "tests/**", "test/**", "**/tests/**", "**/test/**")
+# ignored files that can change what a test run does: code and its hooks (bytecode is neutralised by running
+# gates with PYTHONPYCACHEPREFIX outside the worktree)
+IMPORTABLE = (".py", ".pth", ".so", ".pyd")
+BUILD_DIRS = ("build/", "dist/", "node_modules/", ".prime-ci/", ".tox/", ".nox/", ".venv/", "venv/")
 
 
 def _match(path: str, patterns: Iterable[str]) -> bool:
@@ -42,6 +49,7 @@ class Verdict:
 
 def check(wt: Worktree, changed: list[str], gate_files: list[str], allow: list[str]) -> Verdict:
     verdict = Verdict()
+    gate_files = [posixpath.normpath(g) for g in gate_files]  # ./gates.toml is gates.toml
     for path in changed:
         if _match(path, TEST_FILES) and not _match(path, ALWAYS):
             verdict.tests_modified.append(path)
@@ -49,6 +57,18 @@ def check(wt: Worktree, changed: list[str], gate_files: list[str], allow: list[s
         if hit and not _match(path, allow):
             verdict.protected.append(path)
     return verdict
+
+
+def hidden_changes(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> list[str]:
+    """Ignored files the run created or changed that can steer the tests (a conftest.py hidden by a new
+    .gitignore line, a shadowing module): the patch would not show them, yet the gates ran with them."""
+    hits = []
+    for path, stamp in sorted(after.items()):
+        if before.get(path) == stamp or "__pycache__/" in path or path.startswith(BUILD_DIRS) or ".egg-info/" in path:
+            continue
+        if _match(path, ALWAYS) or path.endswith(IMPORTABLE):
+            hits.append(path)
+    return hits
 
 
 def _runner_section_changed(wt: Worktree, path: str) -> bool:

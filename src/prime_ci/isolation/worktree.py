@@ -51,6 +51,22 @@ class GitError(RuntimeError):
     pass
 
 
+_DRIVER = re.compile(r"^filter\.(.+)\.(clean|smudge|process)$", re.I)
+
+
+def neutral_drivers(git_dir: Path) -> list[str]:
+    """``-c`` overrides that switch off every filter driver the clone's config defines: the kernel can write that
+    config (it is shared by the worktree), and ``add``/``status`` would run a planted ``clean`` command on the
+    host."""
+    proc = subprocess.run(["git", *HARDENING, f"--git-dir={git_dir}", "config", "--list", "--name-only", "-z"],
+                          env=git_env(), capture_output=True, check=False, timeout=60)
+    names = {m.group(1) for key in proc.stdout.decode(errors="replace").split("\0")
+             if (m := _DRIVER.match(key.strip()))}
+    return [arg for name in sorted(names) for arg in ("-c", f"filter.{name}.clean=", "-c", f"filter.{name}.smudge=",
+                                                      "-c", f"filter.{name}.process=", "-c",
+                                                      f"filter.{name}.required=false")]
+
+
 def git(
     args: Sequence[str],
     *,
@@ -95,7 +111,8 @@ class Worktree:
     snapshot_of: str | None = None  # with --include-dirty: the commit the snapshot was taken on
 
     def git(self, args: Sequence[str], **kw: object) -> subprocess.CompletedProcess[bytes]:
-        return git(args, git_dir=self.git_dir, work_tree=self.path, cwd=self.path, **kw)  # type: ignore[arg-type]
+        return git([*neutral_drivers(self.git_dir), *args], git_dir=self.git_dir, work_tree=self.path, cwd=self.path,
+                   **kw)  # type: ignore[arg-type]
 
     def _temp_index(self) -> dict[str, str]:
         """A throwaway index holding base + every worktree change (the real index is left alone)."""
@@ -117,8 +134,8 @@ class Worktree:
         patch = self.git(
             ["diff", "--cached", "--binary", "--no-ext-diff", "--no-textconv", self.base_commit], env=env
         ).stdout.decode(errors="replace")
-        names = self.git(["diff", "--cached", "--name-only", "--no-renames", self.base_commit], env=env)
-        return patch, [line for line in names.stdout.decode(errors="replace").splitlines() if line]
+        names = self.git(["diff", "--cached", "--name-only", "-z", "--no-renames", self.base_commit], env=env)
+        return patch, [name for name in names.stdout.decode(errors="replace").split("\0") if name]
 
     def ignore(self, paths: list[str]) -> None:
         """Leave these worktree paths out of the diff and the fingerprint (the clone's own info/exclude)."""
@@ -132,6 +149,22 @@ class Worktree:
         """Untracked, not ignored paths (a new directory as one entry)."""
         out = self.git(["status", "--porcelain=v1", "-z", "--untracked-files=normal", "--no-renames"]).stdout
         return [e[3:].decode(errors="surrogateescape") for e in out.split(b"\0") if e.startswith(b"?? ")]
+
+    def ignored_files(self) -> dict[str, tuple[int, int]]:
+        """Ignored files in the worktree (by the .gitignore as it is now) with their (size, mtime_ns): what the
+        patch never shows, though tests may still read it."""
+        out = self.git(["ls-files", "-z", "--others", "--ignored", "--exclude-standard"]).stdout
+        found: dict[str, tuple[int, int]] = {}
+        for raw in out.split(b"\0"):
+            if not raw:
+                continue
+            name = raw.decode(errors="surrogateescape")
+            try:
+                st = (self.path / name).lstat()
+            except OSError:
+                continue
+            found[name] = (st.st_size, st.st_mtime_ns)
+        return found
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

@@ -35,6 +35,17 @@ KEYS: dict[str, tuple[str, ...]] = {
 KEYLESS_WITH_API_BASE = frozenset({"openai"})
 
 
+def model_problem(model: str, api_base: str | None) -> str | None:
+    """Why ``--model`` cannot work, found before any work: an unknown provider prefix or a missing key."""
+    from prime_ci.model.routes import known_provider
+
+    if not model.startswith("replay:") and ("/" not in model or not known_provider(model)):
+        return (f"--model {model}: unknown provider {model.split('/', 1)[0]!r}: expected a litellm id like "
+                "anthropic/claude-sonnet-4-5, openai/gpt-4o (or openai/NAME with --api-base), hosted_vllm/NAME, "
+                "or replay:SESSION.jsonl")
+    return missing_credentials(model, api_base)
+
+
 def missing_credentials(model: str, api_base: str | None) -> str | None:
     """One sentence naming the missing variable, or None when the key is present or not checkable here."""
     provider = model.split("/", 1)[0] if "/" in model else ""

@@ -161,6 +161,8 @@ class LiteLLMModel(RetryingModel):
             message = str(getattr(exc, "message", "") or exc)
             raise ProviderError(f"{type(exc).__name__}: {message}", status if isinstance(status, int) else None,
                                 retry_after) from None
+        except RecursionError:  # a response body nested too deeply for the JSON parser
+            raise ProviderError("malformed response body: JSON nested too deeply") from None
         return self._reply(response)
 
     def _reply(self, response: Any) -> ModelReply:
@@ -285,6 +287,19 @@ def token_counter(model: Model) -> Any:
     if isinstance(model, LiteLLMModel):
         return model.count_tokens
     return lambda text: math.ceil(len(text) / 3)
+
+
+def known_provider(name: str) -> bool:
+    """Whether litellm can route ``provider/model``: its data files answer at once for nearly every provider;
+    for the rest litellm itself is asked (an import of a few seconds, only then)."""
+    if name.startswith("replay:"):
+        return True
+    provider = name.split("/", 1)[0]
+    if "/" not in name or not provider:
+        return False
+    if provider in table.listed_providers():
+        return True
+    return provider in {str(getattr(p, "value", p)) for p in litellm_module().provider_list}
 
 
 def make_model(name: str, *, api_base: str | None = None, policy: RetryPolicy | None = None,

@@ -15,17 +15,31 @@ from pathlib import Path
 from typing import Any
 
 TABLE_FILE = "model_prices_and_context_window_backup.json"
+PROVIDERS_FILE = "provider_endpoints_support_backup.json"
+
+
+def _data_file(name: str) -> Any:
+    spec = importlib.util.find_spec("litellm")  # locates the package without running its __init__
+    if spec is None or spec.origin is None:
+        return {}
+    path = Path(spec.origin).parent / name
+    return json.loads(path.read_bytes()) if path.is_file() else {}
 
 
 @cache
 def _table() -> dict[str, dict[str, Any]]:
-    spec = importlib.util.find_spec("litellm")  # locates the package without running its __init__
-    if spec is None or spec.origin is None:
-        return {}
-    path = Path(spec.origin).parent / TABLE_FILE
-    data: dict[str, dict[str, Any]] = json.loads(path.read_bytes()) if path.is_file() else {}
+    data: dict[str, dict[str, Any]] = _data_file(TABLE_FILE)
     data.pop("sample_spec", None)
     return data
+
+
+@cache
+def listed_providers() -> frozenset[str]:
+    """Provider prefixes litellm's data files name (its endpoint-support list and the model table); litellm's
+    own ``provider_list`` has a few more, which ``routes.known_provider`` asks it for."""
+    providers = _data_file(PROVIDERS_FILE).get("providers") or {}
+    in_table = {str(v.get("litellm_provider")) for v in _table().values() if isinstance(v, dict)}
+    return frozenset(providers) | frozenset(in_table)
 
 
 def lookup_names(model: str) -> list[str]:
