@@ -3,6 +3,7 @@ one clear line and nothing left behind."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,14 @@ def test_a_filter_driver_planted_in_the_clones_config_never_runs_on_the_host(tmp
     assert run.code == 0, run.proc.stderr
     assert not marker.exists(), "the host ran the kernel's filter driver"
     assert "return a + b" in (run.out / "patch.diff").read_text()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the repository to another user")
+def test_a_repository_owned_by_another_user_keeps_gits_reason_whole(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", BUGGY)
+    for path in [repo, *repo.rglob("*")]:
+        os.lchown(path, 65534, 65534)
+    proc = run_cli(["run", str(repo), "--task", "x", *LOCAL], cwd=tmp_path, env=private_tmp(tmp_path))
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 2 and "dubious ownership" in last and "safe.directory" in last, proc.stderr
+    assert not list((tmp_path / "tmp").iterdir())

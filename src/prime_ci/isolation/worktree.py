@@ -51,6 +51,15 @@ class GitError(RuntimeError):
     pass
 
 
+def git_reason(stderr: bytes) -> str:
+    """git's own reason, whole: its ``fatal:``/``error:`` lines first (the advice after them, such as the
+    safe.directory hint for a repository owned by another user, is kept after them)."""
+    lines = [line.strip() for line in stderr.decode(errors="replace").splitlines() if line.strip()]
+    first = [line for line in lines if line.startswith(("fatal:", "error:"))]
+    rest = [line for line in lines if line not in first and not line.startswith("hint:")]
+    return " ".join([*first, *rest])[:600]
+
+
 _DRIVER = re.compile(r"^filter\.(.+)\.(clean|smudge|process)$", re.I)
 
 
@@ -88,8 +97,7 @@ def git(
         cmd, cwd=cwd, env=git_env(env), input=input, capture_output=True, check=False, timeout=600
     )
     if check and proc.returncode != 0:
-        detail = proc.stderr.decode(errors="replace").strip().splitlines()
-        raise GitError(f"git {' '.join(args)} failed: {detail[-1] if detail else proc.returncode}")
+        raise GitError(f"git {' '.join(args)} failed: {git_reason(proc.stderr) or proc.returncode}")
     return proc
 
 
