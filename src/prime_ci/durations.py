@@ -12,7 +12,7 @@ _UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0}
 
 def parse_duration(value: str | int | float, *, what: str = "duration") -> float:
     """Return seconds (> 0); raise ConfigError naming ``what`` otherwise."""
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ConfigError(f"{what}: expected a duration like 90s, 20m or 1h30m, got {value!r}")
     if isinstance(value, int | float):
         seconds = float(value)

@@ -61,7 +61,9 @@ class Bridge:
         try:
             request = json.loads(line)
             op = request.pop("op")
-        except (ValueError, KeyError, AttributeError, TypeError):
+        except (ValueError, KeyError, AttributeError, TypeError, RecursionError):
+            return {"ok": False, "error": "malformed bridge request"}
+        if not isinstance(op, str):
             return {"ok": False, "error": "malformed bridge request"}
         handler = self._handlers.get(op)
         if handler is None:
