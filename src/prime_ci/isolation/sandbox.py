@@ -1,19 +1,23 @@
 """What model-written code may see and touch: a scrubbed environment and a bubblewrap sandbox.
 
 The kernel, the gates and rlm children's kernels run under bwrap with: a read-only view of the host, a
-private /tmp, the user's home hidden (the interpreter's own directories mapped back read-only), the
-worktree and a scratch home writable, the git data and harness read-only, a new PID namespace (so the host's
-``/proc/<pid>/environ`` with the provider keys is not even visible), no network (unix sockets for the
-bridge still work), no new privileges, and ``--die-with-parent``. bwrap is launched with the scrubbed
-environment, since ``/proc/1/environ`` inside the sandbox shows the launcher's environment.
+private /tmp, the user's home and the host services' sockets (``/run``) hidden (the interpreter's own
+directories mapped back read-only), the worktree and a scratch home writable, the git data and harness
+read-only, a new PID namespace (so the host's ``/proc/<pid>/environ`` with the provider keys is not even
+visible), no network (unix sockets for the bridge still work), a user namespace with no capabilities left
+(as root: uid and gid 65534 inside, still root's on the host, so the host reads and commits what it writes),
+the seccomp filter of ``seccomp.py``, no new privileges, and ``--die-with-parent``. bwrap is launched with
+the scrubbed environment, since ``/proc/1/environ`` inside the sandbox shows the launcher's environment.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import platform
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -22,12 +26,21 @@ from pathlib import Path
 from typing import Any
 
 from prime_ci.errors import SandboxUnavailable
+from prime_ci.isolation import seccomp
 
 # Variables that carry no secrets and that tools commonly need.
 SAFE_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "SHELL", "USER", "LOGNAME", "PYTHONHASHSEED",
             "CI", "GITHUB_ACTIONS", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "RUNNER_TEMP")
 # Host places that commonly hold credentials: hidden even though the rest of the host is readable.
 MASKED = ("/run/secrets", "/var/run/secrets")
+# Where host services keep their sockets: connect() works through a read-only mount, and docker, systemd and
+# D-Bus trust a peer by its uid, which for a sandbox started by root is root on the host.
+HIDDEN = ("/run", "/var/run")
+# Root-owned and written with owner permissions alone (a sandbox started by root is root's uid to the kernel):
+# /proc/sys/kernel/core_pattern would run a command as root on the host. bwrap covers only what it finds
+# writable itself; the host's copies are bound over the new /proc's, read-only.
+PROC_READONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
+SANDBOX_ID = "65534"  # the uid and gid inside a sandbox started by root (nobody, mapped to root outside)
 NO_COLOR_ENV = {"NO_COLOR": "1", "TERM": "dumb", "PY_COLORS": "0", "FORCE_COLOR": "0", "CLICOLOR": "0"}
 _SYSTEM = ("/proc", "/sys", "/dev")
 PR_SET_DUMPABLE = 4
@@ -94,24 +107,35 @@ class Sandbox:
     network: bool = False  # only for trusted setup commands
 
     def wrap(self, argv: list[str]) -> list[str]:
+        program = seccomp.program()
+        if program is None:
+            raise SandboxUnavailable(f"no seccomp filter for this architecture ({platform.machine()})")
         home = os.path.expanduser("~")
-        args = [self.bwrap, "--die-with-parent", "--unshare-pid", *([] if self.network else ["--unshare-net"]),
-                "--unshare-ipc", "--unshare-uts", "--new-session", "--ro-bind", "/", "/", "--dev", "/dev",
-                "--proc", "/proc", "--tmpfs", "/tmp"]
+        # As root, bwrap keeps every capability unless told otherwise, and without a user namespace a cell
+        # could remount / read-write or unmount the private /proc.
+        identity = ["--uid", SANDBOX_ID, "--gid", SANDBOX_ID] if os.geteuid() == 0 else []
+        args = [self.bwrap, "--die-with-parent", "--unshare-user", *identity, "--cap-drop", "ALL", "--unshare-pid",
+                *([] if self.network else ["--unshare-net"]), "--unshare-ipc", "--unshare-uts", "--new-session",
+                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        for path in PROC_READONLY:
+            if os.path.exists(path):
+                args += ["--ro-bind", path, path]
         if home not in ("/", ""):
             args += ["--tmpfs", home]
-        for masked in MASKED:
-            if os.path.isdir(masked):
-                args += ["--tmpfs", masked]
+        for hidden in [*_real(p for p in HIDDEN if os.path.isdir(p)), *MASKED]:
+            if os.path.isdir(hidden):
+                args += ["--tmpfs", hidden]
         # Real paths: bwrap cannot create a mount point through a symlink inside the private /tmp or home.
         for path in _interpreter_dirs():
             args += ["--ro-bind", path, path]
+        for source, target in _kept_from_hidden():
+            args += ["--ro-bind", source, target]
         binds = [(p, "--ro-bind") for p in _real(self.readonly)] + [(p, "--bind") for p in _real(self.writable)]
         # parents before children (a later bind must not hide an earlier one's child); at the same path the
         # writable bind wins
         for path, kind in sorted(binds, key=lambda b: (b[0], b[1] == "--bind")):
             args += [kind, path, path]
-        return [*args, "--", *argv]
+        return [*seccomp.loader(program), *args, "--", *argv]
 
     def to_json(self) -> dict[str, Any]:
         return {"bwrap": self.bwrap, "writable": self.writable, "readonly": self.readonly, "network": self.network}
@@ -136,10 +160,37 @@ def named_paths(commands: Iterable[str]) -> list[str]:
             candidate = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
             if not candidate.startswith("/") or candidate == "/" or candidate.startswith(_SYSTEM):
                 continue
-            if candidate.startswith(MASKED) or not os.path.exists(candidate):
+            if candidate.startswith(MASKED) or not os.path.exists(candidate) or _hides(candidate):
                 continue
             found.append(candidate)
     return found
+
+
+def _hidden_prefixes() -> tuple[str, ...]:
+    return tuple(p.rstrip("/") + "/" for p in {*HIDDEN, *_real(p for p in HIDDEN if os.path.isdir(p))})
+
+
+def _hides(path: str) -> bool:
+    """Whether the sandbox keeps ``path`` hidden even when a command names it: host sockets and /run."""
+    real = os.path.realpath(path)
+    prefixes = _hidden_prefixes()
+    return (path + "/").startswith(prefixes) or (real + "/").startswith(prefixes) or stat.S_ISSOCK(
+        os.stat(real).st_mode)
+
+
+def _kept_from_hidden() -> list[tuple[str, str]]:
+    """What the sandbox still needs from under /run, read-only: the resolver configuration /etc/resolv.conf
+    points to (systemd-resolved) and the directories on PATH (NixOS)."""
+    prefixes = _hidden_prefixes()
+    kept: list[tuple[str, str]] = []
+    resolv = os.path.realpath("/etc/resolv.conf")
+    if resolv.startswith(prefixes) and os.path.isfile(resolv):
+        kept.append((resolv, resolv))
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        real = os.path.realpath(entry) if entry.startswith("/") else ""
+        if (entry.startswith(prefixes) or real.startswith(prefixes)) and os.path.isdir(real):
+            kept += [(real, entry)] + ([(real, real)] if real != entry and real.startswith(prefixes) else [])
+    return kept
 
 
 def _interpreter_dirs() -> list[str]:
@@ -160,15 +211,41 @@ def _real(paths: Iterable[str]) -> list[str]:
 
 
 def probe(bwrap: str) -> str | None:
-    """None when a sandbox with every restriction can be set up here, else why not."""
-    sandbox = Sandbox(bwrap)
+    """None when a sandbox with every restriction is in force here, else why not: bwrap must run, and the
+    process inside must be in a user namespace with no capabilities, no new privileges and the filter, and
+    /proc/sys must be read-only."""
     try:
-        proc = subprocess.run(sandbox.wrap(["/bin/sh", "-c", "true"]), env={"PATH": "/usr/bin:/bin"},
-                              capture_output=True, timeout=20, check=False)
+        argv = Sandbox(bwrap).wrap(["/bin/sh", "-c", _PROBE])
+        proc = subprocess.run(argv, env={"PATH": "/usr/bin:/bin"}, capture_output=True, timeout=20, check=False)
+    except SandboxUnavailable as exc:
+        return str(exc)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bwrap could not run: {exc}"
     if proc.returncode != 0:
-        return f"bwrap failed (exit {proc.returncode}): {proc.stderr.decode(errors='replace').strip()[:200]}"
+        why = " ".join(proc.stderr.decode(errors="replace").split())[:200]
+        return f"bwrap failed (exit {proc.returncode}): {why}"
+    return isolation_problem(proc.stdout.decode(errors="replace"))
+
+
+_PROBE = ("if [ -w /proc/sys/kernel/core_pattern ]; then echo 'ProcSysWritable: 1'; fi; "
+          "exec cat /proc/self/status /proc/self/uid_map")
+
+
+def isolation_problem(report: str) -> str | None:
+    """What is missing, judged from what ``_PROBE`` printed inside."""
+    status = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in report.splitlines() if ":" in line)}
+    uid_map = [line.split() for line in report.splitlines() if line.strip() and ":" not in line]
+    caps = [name for name in ("CapPrm", "CapEff", "CapBnd", "CapAmb") if status.get(name, "1").strip("0") != ""]
+    if caps:
+        return f"capabilities left inside the sandbox ({', '.join(caps)})"
+    if not uid_map or uid_map == [["0", "0", "4294967295"]]:
+        return "no user namespace inside the sandbox"
+    if status.get("NoNewPrivs") != "1":
+        return "no_new_privs is not set inside the sandbox"
+    if status.get("Seccomp") != "2":
+        return "the seccomp filter is not in force inside the sandbox"
+    if "ProcSysWritable" in status:
+        return "/proc/sys is writable inside the sandbox"
     return None
 
 
@@ -184,7 +261,9 @@ def resolve(mode: str, *, writable: list[Path], readonly: list[Path]) -> tuple[S
     if problem is not None:
         if mode == "on":
             raise SandboxUnavailable(f"--sandbox on: the sandbox cannot be set up: {problem}")
+        print(f"prime-ci: warning: running without the sandbox (--sandbox auto): {problem}", file=sys.stderr)
         return None, f"off (auto: {problem})"
     assert bwrap is not None
     sandbox = Sandbox(bwrap, [str(p) for p in writable], [str(p) for p in readonly])
-    return sandbox, "on (bubblewrap: no network, read-only host, private /tmp, PID namespace)"
+    return sandbox, ("on (bubblewrap: no network, read-only host, private /tmp, PID and user namespaces, "
+                     "no capabilities, seccomp)")

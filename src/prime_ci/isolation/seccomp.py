@@ -1,0 +1,156 @@
+"""The sandbox's seccomp filter: a classic BPF program assembled here (there is no libseccomp binding), which
+bwrap installs from ``--seccomp FD`` just before it starts the sandboxed command.
+
+Refused with EPERM: mounting and unmounting (old and new mount API), pivot_root and chroot; ptrace and
+reading or writing another process's memory; the kernel keyrings; bpf, perf_event_open and userfaultfd;
+kernel modules and kexec; open_by_handle_at; setns; clone and unshare with any ``CLONE_NEW*`` flag (no new
+user namespace to regain capabilities in); reboot, swap, syslog, acct and quotas; and chmod, mknod or a
+creating open that sets a set-user-ID or set-group-ID bit (the files a sandbox started by root writes are
+root's on the host). ENOSYS, so that callers fall back: clone3 (its flags sit behind a pointer BPF cannot
+read; libc then uses clone), openat2 (likewise its mode) and io_uring (it would run the calls above
+unfiltered). A call through another ABI (i386 ``int 0x80``, x32) kills the process.
+"""
+
+from __future__ import annotations
+
+import errno
+import platform
+import struct
+import sys
+from dataclasses import dataclass
+
+_LD_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS: load the 32-bit word at offset k of struct seccomp_data
+_JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+_JGE = 0x35  # BPF_JMP | BPF_JGE | BPF_K
+_JSET = 0x45  # BPF_JMP | BPF_JSET | BPF_K
+_RET = 0x06  # BPF_RET | BPF_K
+RET_KILL_PROCESS = 0x80000000
+RET_ERRNO = 0x00050000
+RET_ALLOW = 0x7FFF0000
+_NR, _ARCH = 0, 4
+X32_BIT = 0x40000000
+
+# CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET and NEWTIME
+NAMESPACE_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x80
+SETID_BITS = 0o6000
+CREATE_FLAGS = 0o100 | 0o20000000  # O_CREAT, __O_TMPFILE (the same values on x86_64 and aarch64)
+
+DENIED = (
+    "mount", "umount2", "pivot_root", "chroot", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount",
+    "fspick", "mount_setattr", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "keyctl",
+    "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd", "kexec_load", "kexec_file_load",
+    "init_module", "finit_module", "delete_module", "open_by_handle_at", "setns", "reboot", "swapon", "swapoff",
+    "syslog", "acct", "quotactl", "quotactl_fd", "iopl", "ioperm",
+)
+NOT_IMPLEMENTED = ("clone3", "openat2", "io_uring_setup", "io_uring_enter", "io_uring_register")
+# A call is refused when every (argument index, mask) of its condition has a bit set.
+CONDITIONS: dict[str, tuple[tuple[int, int], ...]] = {
+    "clone": ((0, NAMESPACE_FLAGS),),
+    "unshare": ((0, NAMESPACE_FLAGS),),
+    "chmod": ((1, SETID_BITS),),
+    "fchmod": ((1, SETID_BITS),),
+    "creat": ((1, SETID_BITS),),
+    "mknod": ((1, SETID_BITS),),
+    "fchmodat": ((2, SETID_BITS),),
+    "fchmodat2": ((2, SETID_BITS),),
+    "mknodat": ((2, SETID_BITS),),
+    "open": ((1, CREATE_FLAGS), (2, SETID_BITS)),
+    "openat": ((2, CREATE_FLAGS), (3, SETID_BITS)),
+}
+
+_COMMON = {"open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+           "mount_setattr": 442, "quotactl_fd": 443, "clone3": 435, "openat2": 437, "pidfd_getfd": 438,
+           "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "fchmodat2": 452}
+
+
+@dataclass(frozen=True)
+class Arch:
+    audit: int  # AUDIT_ARCH_* as seen in seccomp_data.arch
+    numbers: dict[str, int]
+    x32: bool = False  # x86_64: the x32 ABI shares the arch value and sets bit 30 of the number
+
+
+ARCHES = {
+    "x86_64": Arch(0xC000003E, {
+        **_COMMON, "open": 2, "creat": 85, "chmod": 90, "fchmod": 91, "mknod": 133, "openat": 257, "mknodat": 259,
+        "fchmodat": 268, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161, "ptrace": 101,
+        "process_vm_readv": 310, "process_vm_writev": 311, "keyctl": 250, "add_key": 248, "request_key": 249,
+        "bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "kexec_load": 246, "kexec_file_load": 320,
+        "init_module": 175, "finit_module": 313, "delete_module": 176, "open_by_handle_at": 304, "unshare": 272,
+        "setns": 308, "clone": 56, "reboot": 169, "swapon": 167, "swapoff": 168, "syslog": 103, "acct": 163,
+        "quotactl": 179, "iopl": 172, "ioperm": 173,
+    }, x32=True),
+    "aarch64": Arch(0xC00000B7, {
+        **_COMMON, "openat": 56, "mknodat": 33, "fchmod": 52, "fchmodat": 53, "mount": 40, "umount2": 39,
+        "pivot_root": 41, "chroot": 51, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
+        "keyctl": 219, "add_key": 217, "request_key": 218, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282,
+        "kexec_load": 104, "kexec_file_load": 294, "init_module": 105, "finit_module": 273, "delete_module": 106,
+        "open_by_handle_at": 265, "unshare": 97, "setns": 268, "clone": 220, "reboot": 142, "swapon": 224,
+        "swapoff": 225, "syslog": 116, "acct": 89, "quotactl": 60,
+    }),
+}
+ARCHES["arm64"] = ARCHES["aarch64"]
+
+# Runs on the host in place of bwrap: hands it the program through an inherited pipe, so that no launcher
+# (kernel, gates, children) has to pass a file descriptor along.
+LOADER = (
+    "import os, sys\n"
+    "r, w = os.pipe()\n"
+    "os.write(w, bytes.fromhex(sys.argv[1]))\n"
+    "os.close(w)\n"
+    "os.set_inheritable(r, True)\n"
+    "os.execv(sys.argv[2], [sys.argv[2], '--seccomp', str(r), *sys.argv[3:]])\n"
+)
+
+_Op = tuple[int, int | str, int | str, int]
+
+
+def program(machine: str | None = None) -> bytes | None:
+    """The filter for this machine's architecture as ``struct sock_filter`` records, or None if unknown."""
+    arch = ARCHES.get(machine or platform.machine())
+    if arch is None:
+        return None
+    nums = arch.numbers
+    ops: list[_Op | str] = [(_LD_ABS, 0, 0, _ARCH), (_JEQ, 0, "kill", arch.audit), (_LD_ABS, 0, 0, _NR)]
+    if arch.x32:
+        ops.append((_JGE, "kill", 0, X32_BIT))
+    ops += [(_JEQ, "eperm", 0, nums[name]) for name in DENIED if name in nums]
+    ops += [(_JEQ, "enosys", 0, nums[name]) for name in NOT_IMPLEMENTED if name in nums]
+    checks = sorted({cond for name, cond in CONDITIONS.items() if name in nums})
+    ops += [(_JEQ, f"check{checks.index(cond)}", 0, nums[name]) for name, cond in CONDITIONS.items() if name in nums]
+    ops.append((_RET, 0, 0, RET_ALLOW))
+    for i, cond in enumerate(checks):
+        ops.append(f"check{i}")
+        for n, (arg, mask) in enumerate(cond):
+            last = n == len(cond) - 1
+            ops += [(_LD_ABS, 0, 0, 16 + 8 * arg), (_JSET, "eperm" if last else 0, "allow", mask)]
+    ops += ["allow", (_RET, 0, 0, RET_ALLOW), "eperm", (_RET, 0, 0, RET_ERRNO | errno.EPERM),
+            "enosys", (_RET, 0, 0, RET_ERRNO | errno.ENOSYS), "kill", (_RET, 0, 0, RET_KILL_PROCESS)]
+    return _assemble(ops)
+
+
+def _assemble(ops: list[_Op | str]) -> bytes:
+    """Resolve label jumps (forward only, at most 255 instructions) and pack the records."""
+    labels: dict[str, int] = {}
+    code: list[_Op] = []
+    for op in ops:
+        if isinstance(op, str):
+            labels[op] = len(code)
+        else:
+            code.append(op)
+
+    def offset(target: int | str, pc: int) -> int:
+        if isinstance(target, int):
+            return target
+        jump = labels[target] - pc - 1
+        if not 0 <= jump <= 255:
+            raise ValueError(f"seccomp program: jump to {target} out of range")
+        return jump
+
+    return b"".join(struct.pack("=HBBI", c, offset(jt, pc), offset(jf, pc), k)
+                    for pc, (c, jt, jf, k) in enumerate(code))
+
+
+def loader(filter_program: bytes) -> list[str]:
+    """The argv prefix, placed before bwrap's own argv, that gives bwrap ``--seccomp FD``."""
+    return [sys.executable, "-I", "-S", "-c", LOADER, filter_program.hex()]
