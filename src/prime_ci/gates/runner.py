@@ -1,8 +1,10 @@
 """Quality gates: specs from TOML or ``--gate``, execution in their own process group, feedback, fingerprints.
 
 A gate is hostile code from the worktree. It runs in a new session with exactly the environment it is
-given plus a per-attempt marker variable; whatever it leaves behind (its process group, and processes that
-left the group with ``setsid``) is frozen, killed and reaped when the attempt ends, however it ends.
+given plus a per-attempt marker variable, in a box of its own (``limits.Box``: processes, memory, file size);
+whatever it leaves behind (its process group, processes that left the group with ``setsid``, and with
+``env -i``) is frozen, killed and reaped when the attempt ends, however it ends. Its output is masked as it
+arrives and its log keeps the first and last ``LOG_HEAD`` bytes, so the log never needs a second look.
 """
 
 from __future__ import annotations
@@ -30,11 +32,14 @@ from prime_ci.gates.junit import (
     status_text,
 )
 from prime_ci.gates.specs import GateSpec, gates_from_commands, load_gate_files, load_gate_files_from_ref
+from prime_ci.isolation.limits import Box, Events, Limits, configured, human, reason, run_of
 from prime_ci.isolation.procs import kill_tree, send_signal
+from prime_ci.isolation.redact import StreamRedactor
 from prime_ci.isolation.untrusted import strip_ansi
 
 MARKER_VAR = "PRIME_CI_GATE_TOKEN"
 HEAD_BYTES = TAIL_BYTES = 32 * 1024
+LOG_HEAD = LOG_TAIL = 8 * 1024 * 1024
 MAX_JUNIT_BYTES = 50 * 1024 * 1024
 # The run's own report dir and tool caches that gates themselves rewrite: never a workspace change.
 
@@ -107,25 +112,56 @@ class _HeadTail:
 
 
 class _Sink(asyncio.Protocol):
-    """Appends the gate's merged stdout/stderr to its log as it arrives and keeps head+tail in memory."""
+    """Masks the gate's merged stdout/stderr as it arrives and appends it to its log up to ``LOG_HEAD`` bytes;
+    keeps the last ``LOG_TAIL`` for the end of the log, and head+tail in memory."""
 
     def __init__(self, log: BinaryIO) -> None:
         self.log = log
         self.buffer = _HeadTail()
         self.error: OSError | None = None
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._redactor = StreamRedactor()
+        self._logged = 0
+        self._log_tail = bytearray()
 
     def data_received(self, data: bytes) -> None:
-        self.buffer.add(data)
-        if self.error is None:
-            try:
-                self.log.write(data)
-            except OSError as exc:
-                self.error = exc
+        self._add(self._redactor.feed(data))
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed.done():
             self.closed.set_result(None)
+
+    def finish(self, note: str | None) -> None:
+        """The end of the stream: what was held back, the log's tail and a line on a limit that was hit."""
+        self._add(self._redactor.end())
+        tail = bytes(self._log_tail[-LOG_TAIL:])
+        if elided := self.buffer.total - self._logged - len(tail):
+            self._write(f"\n[... {elided} bytes elided: the log keeps the first and the last {human(LOG_TAIL)} "
+                        "...]\n".encode())
+        self._write(tail)
+        if note:
+            line = f"\n[prime-ci] {note}\n".encode()
+            self.buffer.add(line)
+            self._write(line)
+
+    def _add(self, data: bytes) -> None:
+        self.buffer.add(data)
+        room = LOG_HEAD - self._logged
+        if room > 0:
+            self._write(data[:room])
+            self._logged += min(room, len(data))
+            data = data[room:]
+        if data:
+            self._log_tail += data
+            if len(self._log_tail) > 2 * LOG_TAIL:
+                del self._log_tail[:-LOG_TAIL]
+
+    def _write(self, data: bytes) -> None:
+        if self.error is None and data:
+            try:
+                self.log.write(data)
+            except OSError as exc:
+                self.error = exc
 
 
 def _junit_signature(path: Path | None) -> tuple[int, int, int] | None:
@@ -155,9 +191,11 @@ def _read_junit(spec: GateSpec, cwd: Path, before: tuple[int, int, int] | None) 
 
 
 async def _attempt(
-    spec: GateSpec, cwd: Path, env: dict[str, str], log_path: Path, kill_grace: float, launcher: Sequence[str]
+    spec: GateSpec, cwd: Path, env: dict[str, str], log_path: Path, kill_grace: float, launcher: Sequence[str],
+    limits: Limits,
 ) -> tuple[int | None, bool, str, int, list[JUnitFailure]]:
     token = secrets.token_hex(16)
+    needle = f"{MARKER_VAR}={token}".encode()
     full_env = {**env, **spec.env, MARKER_VAR: token}
     junit_path = cwd / spec.junit if spec.junit else None
     junit_before = _junit_signature(junit_path)
@@ -174,18 +212,22 @@ async def _attempt(
         except BaseException:
             os.close(write_fd)
             raise
+        box = Box.create(limits, run=run_of(env), name="gate")
         try:
             proc = await asyncio.create_subprocess_exec(
-                *launcher, "bash", "-c", spec.command, cwd=cwd, env=full_env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=write_fd, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+                *box.launcher(), *launcher, "bash", "-c", spec.command, cwd=cwd, env=full_env,
+                stdin=asyncio.subprocess.DEVNULL, stdout=write_fd, stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
             )
         except BaseException:
             transport.close()
+            box.remove()
             raise
         finally:
             os.close(write_fd)
         cleaned = False
         timed_out = False
+        note = None
         try:
             try:
                 await asyncio.wait_for(proc.wait(), spec.timeout)
@@ -195,7 +237,8 @@ async def _attempt(
                 deadline = loop.time() + kill_grace
                 while loop.time() < deadline and _group_alive(proc.pid):
                     await asyncio.sleep(0.05)
-            kill_tree(proc.pid, f"{MARKER_VAR}={token}".encode(), proc.pid)
+            note = reason(limits, Events(), box.events(), proc.returncode)
+            kill_tree(proc.pid, needle, proc.pid, box)
             cleaned = True
             returncode = await proc.wait()
             # A writer we could not kill may still hold the pipe: then stop reading after a while.
@@ -203,8 +246,9 @@ async def _attempt(
                 await asyncio.wait_for(asyncio.shield(sink.closed), 2.0)
         finally:
             if not cleaned:  # cancelled (run wall clock) or failed: nothing may outlive the gate
-                kill_tree(proc.pid, f"{MARKER_VAR}={token}".encode(), proc.pid)
+                kill_tree(proc.pid, needle, proc.pid, box)
             transport.close()
+            sink.finish(note)
     if sink.error is not None:
         raise PersistenceError(f"cannot write {log_path}: {describe(sink.error)}") from sink.error
     exit_code = None if timed_out else (128 - returncode if returncode < 0 else returncode)
@@ -230,11 +274,14 @@ async def run_gate(
     log_dir: Path,
     kill_grace: float = 2.0,
     launcher: Sequence[str] = (),
+    limits: Limits | None = None,
 ) -> GateResult:
-    """Run one gate (with its reruns) in ``cwd``; the full output of the last attempt is ``<name>.log``.
+    """Run one gate (with its reruns) in ``cwd``; the output of the last attempt is ``<name>.log``.
 
     ``launcher``: an argv prefix for ``bash -c COMMAND`` (a sandbox command line ending in ``--``).
+    ``limits``: each attempt's box (default: ``limits.configured()``).
     """
+    limits = limits or configured()
     log_path = log_dir / f"{spec.name}.log"
     try:
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -246,7 +293,8 @@ async def run_gate(
     attempts = 0
     while True:
         attempts += 1
-        exit_code, timed_out, output, size, failures = await _attempt(spec, cwd, env, log_path, kill_grace, launcher)
+        exit_code, timed_out, output, size, failures = await _attempt(spec, cwd, env, log_path, kill_grace, launcher,
+                                                                      limits)
         passed = exit_code == 0
         if passed or attempts > spec.reruns:
             break
@@ -283,6 +331,7 @@ async def run_gates(
     log_dir: Path,
     only: str | None = None,
     launcher: Sequence[str] = (),
+    limits: Limits | None = None,
 ) -> list[GateResult]:
     """Run the gates one after another, in order (``only``: just the gate of that name)."""
     if only is not None:
@@ -291,7 +340,8 @@ async def run_gates(
             known = ", ".join(s.name for s in specs) or "none"
             raise ConfigError(f"unknown gate {only!r} (gates: {known})")
         specs = selected
-    return [await run_gate(spec, cwd=cwd, env=env, log_dir=log_dir, launcher=launcher) for spec in specs]
+    return [await run_gate(spec, cwd=cwd, env=env, log_dir=log_dir, launcher=launcher, limits=limits)
+            for spec in specs]
 
 
 def _gate_section(result: GateResult, budget: int, log_hint: str) -> str:

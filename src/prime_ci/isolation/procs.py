@@ -1,8 +1,10 @@
-"""Process cleanup: subreaper, environment-marker sweeps, freeze-then-kill of process trees.
+"""Process cleanup: subreaper, marker sweeps, freeze-then-kill of process trees and boxes.
 
 Process groups alone miss ``setsid`` escapees. Every process prime-ci starts for a run carries a marker
-variable in its environment (inherited by everything it spawns, readable in ``/proc/<pid>/environ``), so a
-sweep can find and kill what is left, and as a subreaper the host inherits the orphans and reaps them.
+variable in its environment (inherited by everything it spawns, readable in ``/proc/<pid>/environ``), and runs
+in a box (``limits.Box``: a cgroup where the host allows one, and an rlimit marker) that ``env -i`` does not
+leave either; a sweep finds and kills what is left by all three, and as a subreaper the host inherits the
+orphans and reaps them.
 """
 
 from __future__ import annotations
@@ -13,7 +15,11 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+from prime_ci.isolation import limits
+from prime_ci.isolation.limits import Box
 
 
 def enable_subreaper() -> bool:
@@ -58,6 +64,48 @@ def marked(needle: bytes) -> dict[int, int]:
     return found
 
 
+def box_members(box: Box) -> dict[int, int]:
+    """pid -> start time of the live processes in ``box``: in its cgroups, or carrying its rlimit marker."""
+    found = limit_marked(soft=box.marker[0], hard=box.marker[1])
+    for path in box.cgroups():
+        found.update(cgroup_members(path))
+    return found
+
+
+def limit_marked(*, hard: int, soft: int | None = None) -> dict[int, int]:
+    """pid -> start time of live processes with that RLIMIT_RTTIME marker (``limits.Box``)."""
+    found: dict[int, int] = {}
+    if not os.path.isdir("/proc"):
+        return found
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry}/limits").read_bytes()
+        except OSError:
+            continue
+        at = text.find(b"Max realtime timeout")
+        words = text[at:].split(maxsplit=5) if at >= 0 else []
+        if len(words) > 4 and words[4] == b"%d" % hard and (soft is None or words[3] == b"%d" % soft):
+            info = proc_stat(int(entry))
+            if info is not None and info[0] != "Z":
+                found[int(entry)] = info[2]
+    return found
+
+
+def cgroup_members(path: Path) -> dict[int, int]:
+    found: dict[int, int] = {}
+    try:
+        pids = [int(word) for word in (path / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return found
+    for pid in pids:
+        info = proc_stat(pid)
+        if info is not None and info[0] != "Z":
+            found[pid] = info[2]
+    return found
+
+
 def send_signal(pid: int, sig: int, *, group: bool = False) -> None:
     try:
         if group:
@@ -68,14 +116,36 @@ def send_signal(pid: int, sig: int, *, group: bool = False) -> None:
         pass
 
 
-def kill_tree(pgid: int, needle: bytes, leader: int) -> None:
-    """Freeze the group and every process marked with ``needle`` (``NAME=value`` in its environment, rescanning
-    for forks), SIGKILL them all, reap escapees. ``pgid`` 0 means: marked processes only."""
+def kill_tree(pgid: int, needle: bytes, leader: int, box: Box | None = None) -> None:
+    """Freeze the group and every process marked with ``needle`` (``NAME=value`` in its environment) or in
+    ``box``, rescanning for forks, SIGKILL them all, reap escapees. ``pgid`` 0 means: marked processes only."""
+
+    def find() -> dict[int, int]:
+        found = marked(needle)
+        if box is not None:
+            found.update(box_members(box))
+        return found
+
+    if box is not None:
+        box.seal()
+    _freeze_and_kill(find, pgid, leader)
+    if box is not None:
+        box.remove()
+
+
+def kill_box(box: Box, leader: int = 0) -> None:
+    """Kill every process in ``box`` (``leader``, if one of them, is left to its waiter to reap)."""
+    box.seal()
+    _freeze_and_kill(lambda: box_members(box), 0, leader)
+    box.remove()
+
+
+def _freeze_and_kill(find: Callable[[], dict[int, int]], pgid: int, leader: int) -> None:
     if pgid:
         send_signal(pgid, signal.SIGSTOP, group=True)
     seen: dict[int, int] = {}
     for _ in range(50):
-        new = {pid: start for pid, start in marked(needle).items() if pid not in seen}
+        new = {pid: start for pid, start in find().items() if pid not in seen and pid != os.getpid()}
         if not new:
             break
         for pid in new:
@@ -85,7 +155,7 @@ def kill_tree(pgid: int, needle: bytes, leader: int) -> None:
         send_signal(pgid, signal.SIGKILL, group=True)
     for pid in seen:
         send_signal(pid, signal.SIGKILL)
-    seen.pop(leader, None)  # asyncio's child watcher reaps the leader
+    seen.pop(leader, None)  # asyncio's child watcher (or Popen.wait) reaps the leader
     reap(seen, leader)
 
 
@@ -111,10 +181,20 @@ def reap(pending: dict[int, int], leader: int, wait: float = 1.0) -> None:
 
 
 def sweep(needle: bytes) -> int:
-    """Kill every live process marked with ``needle``; returns how many were found."""
-    found = marked(needle)
+    """Kill every live process of the run marked with ``needle`` (``NAME=value``): by that variable, and in the
+    run's boxes (its cgroups and rlimit marker, which ``env -i`` keeps); returns how many were found."""
+    run = needle.decode(errors="replace")
+
+    def find() -> dict[int, int]:
+        found = {**marked(needle), **limit_marked(hard=limits.run_marker(run))}
+        for path in limits.run_cgroups(run):
+            found.update(cgroup_members(path))
+        return found
+
+    found = find()
     if found:
-        kill_tree(0, needle, 0)
+        _freeze_and_kill(find, 0, 0)
+    limits.remove_run(run)
     return len(found)
 
 

@@ -20,6 +20,7 @@ MASK = "[REDACTED]"
 
 _lock = threading.Lock()
 _needles: list[str] = []
+_byte_needles: list[bytes] = []
 _values: set[str] = set()
 
 
@@ -47,6 +48,7 @@ def register(value: str) -> None:
         _values.add(value)
         _needles.extend(variants(value))
         _needles.sort(key=len, reverse=True)
+        _byte_needles[:] = [n.encode() for n in _needles]
 
 
 def register_environment(environ: dict[str, str] | None = None) -> int:
@@ -73,3 +75,42 @@ def contains_secret(text: str) -> bool:
 
 def active() -> bool:
     return bool(_needles)
+
+
+class StreamRedactor:
+    """Masks a byte stream that arrives in chunks, so that no secret survives across a chunk boundary.
+
+    Only the end of the stream that could still become a secret is held back (the longest suffix that begins
+    some needle): output that cannot contain one is passed on at once, so a log grows as its writer writes.
+    """
+
+    def __init__(self) -> None:
+        self._carry = b""
+
+    def feed(self, data: bytes) -> bytes:
+        needles = _byte_needles
+        text = self._carry + data
+        if not needles:
+            self._carry = b""
+            return text
+        for needle in needles:
+            if needle in text:
+                text = text.replace(needle, _MASK_BYTES)
+        held = 0
+        for needle in needles:
+            start = max(len(text) - len(needle) + 1, 0)
+            while (at := text.find(needle[:1], start)) >= 0:
+                if len(text) - at > held and needle.startswith(text[at:]):
+                    held = len(text) - at
+                    break
+                start = at + 1
+        self._carry = text[len(text) - held:] if held else b""
+        return text[: len(text) - held]
+
+    def end(self) -> bytes:
+        """What is held back: the stream ended, so it is not a secret."""
+        text, self._carry = self._carry, b""
+        return text
+
+
+_MASK_BYTES = MASK.encode()

@@ -93,8 +93,12 @@ ARCHES["arm64"] = ARCHES["aarch64"]
 
 # Runs on the host in place of bwrap: hands it the program through an inherited pipe, so that no launcher
 # (kernel, gates, children) has to pass a file descriptor along.
+# Python ignores SIGPIPE and SIGXFSZ at start-up and exec keeps ignored signals: both are restored, or every
+# sandboxed process would see EPIPE/EFBIG errors where it should be stopped.
 LOADER = (
-    "import os, sys\n"
+    "import os, signal, sys\n"
+    "signal.signal(signal.SIGPIPE, signal.SIG_DFL)\n"
+    "signal.signal(signal.SIGXFSZ, signal.SIG_DFL)\n"
     "r, w = os.pipe()\n"
     "os.write(w, bytes.fromhex(sys.argv[1]))\n"
     "os.close(w)\n"

@@ -4,7 +4,8 @@ The host launches ``ipykernel`` itself (IPC transport, connection file in the ru
 the whole process group can be killed) and talks to it with jupyter_client's async client. A cell that
 overruns its timeout is interrupted (``interrupt_request`` on the control channel, which also works inside a
 PID namespace); if the kernel is still busy after a grace period, the process group is killed and the kernel
-restarted, and the caller is told that state was lost.
+restarted, and the caller is told that state was lost. A kernel killed by a limit of its box (memory, file
+size, CPU), or a cell that ran into its process limit, is reported as such and the kernel restarted.
 """
 
 from __future__ import annotations
@@ -12,9 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import queue
-import signal
 import subprocess
 import time
 from collections import deque
@@ -26,12 +25,15 @@ import zmq.asyncio
 from jupyter_client.asynchronous.client import AsyncKernelClient
 
 from prime_ci.errors import KernelLost
+from prime_ci.isolation.limits import Events, reason
 from prime_ci.isolation.untrusted import TerminalStream, clean_terminal_text
-from prime_ci.kernel.launch import DEFAULT_LIMIT, Launched, launch
+from prime_ci.kernel.api.outcap import ELIDED
+from prime_ci.kernel.launch import DEFAULT_LIMIT, Launched, launch, stop
 from prime_ci.kernel.launch import KernelConfig as KernelConfig  # re-exported: the public home of the config
 
 SNAPSHOT_EVERY = 1.0  # seconds: with a fast model, snapshotting every cell would be most of a turn
 KEPT_OUTPUT = 1_000_000  # per cell, for the notebook and `history`; the model sees DEFAULT_LIMIT
+MAX_MESSAGE = 64 * 1024 * 1024  # a bigger message from the kernel (its output cap was undone) drops the connection
 
 
 class BoundedText:
@@ -97,6 +99,8 @@ class Kernel:
         """``launched``: a kernel process already started with ``kernel_launch.launch(config, 1)``."""
         self.config = config
         self.proc: subprocess.Popen[bytes] | None = launched.proc if launched else None
+        self.box = launched.box if launched else None
+        self._seen = Events()  # the box's limit counters at the last look
         self.client: AsyncKernelClient | None = None
         self.restarts = 0
         self.cells_run = 0
@@ -116,7 +120,7 @@ class Kernel:
         if launched is None:
             self._generation += 1
             launched = launch(self.config, self._generation)
-            self.proc = launched.proc
+            self.proc, self.box, self._seen = launched.proc, launched.box, Events()
         client = AsyncKernelClient(connection_file=str(launched.connection_file), context=_context())
         client.load_connection_file()
         client.start_channels(stdin=False, hb=False)  # stdin is never allowed; death is seen on the process
@@ -191,6 +195,12 @@ class Kernel:
             error = cell.collect(kind, content) or error
         cell.finish()
         await self._drain_shell(msg_id)
+        note, forks = self._limit_hit()
+        if note and forks:  # what the cell left running could still hold every process slot: start afresh
+            cell.note(f"\n[{await self._restart(f'the cell hit a limit ({note})')}]")
+            restarted = True
+        elif note:
+            cell.note(f"\n[a process of this cell was {note}]\n")
         due = time.monotonic() - self._snapshot_at >= SNAPSHOT_EVERY
         if not silent and not error and self.config.snapshot_dir is not None and due:
             self._snapshot()
@@ -272,6 +282,7 @@ class Kernel:
         return CellResult(cell.out.text(), "timeout", time.monotonic() - started, cell.out.total, "timeout", True)
 
     async def _lost(self, cell: CellOutput, started: float, why: str) -> CellResult:
+        why = self._with_limit(why)
         cell.note(f"\n[{await self._restart(why)}]")
         return CellResult(cell.out.text(), "kernel_lost", time.monotonic() - started, cell.out.total, why, True)
 
@@ -281,21 +292,32 @@ class Kernel:
             self.kill()
             raise KernelLost(f"{why}; restart limit ({self.config.max_restarts}) reached")
         self.restarts += 1
+        why = self._with_limit(why)
         self.kill()
         await self.start()
         return f"{why}: the kernel was restarted ({self.restarts}/{self.config.max_restarts}); {await self.restore()}"
 
+    def _limit_hit(self) -> tuple[str | None, bool]:
+        """A limit of the kernel's box hit since the last look: one line, and whether it refused forks."""
+        if self.box is None:
+            return None, False
+        before, self._seen = self._seen, self.box.events()
+        returncode = self.proc.poll() if self.proc else None
+        return reason(self.config.limits, before, self._seen, returncode), self._seen.pids_max > before.pids_max
+
+    def _with_limit(self, why: str) -> str:
+        note, _ = self._limit_hit()
+        return f"{why} ({note})" if note else why
+
     def kill(self) -> None:
+        """Kill the kernel and everything its cells left running."""
         if self.client is not None:
             self.client.stop_channels()
             self.client = None
         proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
+        box, self.box = self.box, None
+        if proc is not None:
+            stop(proc, box)
 
     async def shutdown(self) -> None:
         if self.client is not None and self.alive():
@@ -316,6 +338,7 @@ def _context() -> zmq.asyncio.Context:
     if _CONTEXT is None:
         _CONTEXT = zmq.asyncio.Context()
         _CONTEXT.setsockopt(zmq.RECONNECT_IVL, 10)
+        _CONTEXT.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
     return _CONTEXT
 
 
@@ -345,10 +368,11 @@ class CellOutput:
     def collect(self, kind: str, content: dict[str, Any]) -> str | None:
         """Add one iopub message; return an error summary for ``error`` messages."""
         if kind == "stream":
-            name = str(content.get("name", "stdout"))
+            name, text = str(content.get("name", "stdout")), str(content.get("text", ""))
             self.finish(but=name)
             stream = self._streams.setdefault(name, TerminalStream())
-            self._stream(name, stream.feed(str(content.get("text", ""))))
+            self._stream(name, stream.feed(text))
+            self.out.total += sum(int(n) for n in ELIDED.findall(text))  # what the kernel's output cap dropped
         elif kind in ("execute_result", "display_data"):
             self.finish()
             text = clean_terminal_text(str(content.get("data", {}).get("text/plain", "")))

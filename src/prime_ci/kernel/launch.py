@@ -1,5 +1,7 @@
-"""Starting a kernel process: the launcher, the connection file and the process itself.
+"""Starting a kernel process: the launcher, the connection file and the process itself, in its box.
 
+Each kernel generation runs in a box of its own (``limits.Box``: processes, memory, file size; a cgroup where
+the host allows one), so what its cells start, ``setsid`` and ``env -i`` daemons included, dies with it.
 Nothing here imports jupyter_client, zmq or asyncio, so a child host can start its kernel first and load the
 rest of itself while the kernel boots (``prime_ci.kernel.Kernel`` connects to it afterwards).
 """
@@ -10,11 +12,15 @@ import contextlib
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from prime_ci.isolation.limits import Box, Limits, configured, run_of
+from prime_ci.isolation.procs import kill_box
 
 DEFAULT_LIMIT = 8000
 
@@ -45,6 +51,7 @@ class KernelConfig:
     max_restarts: int = 5
     python: str = sys.executable
     snapshot_dir: Path | None = None  # user variables saved here after each cell, restored after a restart
+    limits: Limits = field(default_factory=configured)  # of each kernel generation's box
 
 
 @dataclass
@@ -52,6 +59,7 @@ class Launched:
     proc: subprocess.Popen[bytes]
     connection_file: Path
     log: Path
+    box: Box | None = None
 
 
 def launch(config: KernelConfig, generation: int) -> Launched:
@@ -67,9 +75,10 @@ def launch(config: KernelConfig, generation: int) -> Launched:
         "--InteractiveShell.colors=nocolor", "--IPKernelApp.quiet=True",
     ]
     log = open(log_path, "ab")  # noqa: SIM115 - handed to the child process
+    box = Box.create(config.limits, run=run_of(config.env), name=f"kernel-{generation}")
     try:
         proc = subprocess.Popen(
-            config.wrap(argv) if config.wrap else argv,
+            [*box.launcher(), *(config.wrap(argv) if config.wrap else argv)],
             cwd=config.cwd,
             env=config.env,
             stdin=subprocess.DEVNULL,
@@ -77,9 +86,22 @@ def launch(config: KernelConfig, generation: int) -> Launched:
             stderr=log,
             start_new_session=True,
         )
+    except BaseException:
+        box.remove()
+        raise
     finally:
         log.close()
-    return Launched(proc, conn, log_path)
+    return Launched(proc, conn, log_path, box)
+
+
+def stop(proc: subprocess.Popen[bytes], box: Box | None) -> None:
+    """Kill a kernel process, its group and everything in its box, and reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    if box is not None:
+        kill_box(box, proc.pid)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
 
 
 def write_connection_file(path: Path, ipc_base: Path) -> None:

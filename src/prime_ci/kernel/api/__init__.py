@@ -13,6 +13,8 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
+from prime_ci.kernel.api import outcap
+
 # What the host runs in a new kernel to define the API names (this module imports only the stdlib).
 PRELOAD = "import prime_ci.kernel.api as _pci\n_pci.install(get_ipython().user_ns)\ndel _pci\n"
 
@@ -129,7 +131,10 @@ class Rlm:
 
 
 class AgentMessage:
-    """``await agent_message.send(text, receiver_role="parent"|"child"|"sibling", receiver_name=None)``."""
+    """``await agent_message.send(text, receiver_role="parent"|"child"|"sibling", receiver_name=None)``.
+
+    Returns Prime Agent's receipt: ``id``, ``message``, ``from`` and ``target`` (endpoints: ``activeSessionId``,
+    ``sessionId``, ``sessionName``), ``deliveryStatus`` (``delivered``/``queued``) and its time."""
 
     async def send(self, text: str, receiver_role: str = "parent", receiver_name: str | None = None) -> dict[str, Any]:
         result: dict[str, Any] = await acall(
@@ -241,6 +246,8 @@ def install(namespace: dict[str, Any]) -> None:
     """Define the API names in the kernel's user namespace."""
     namespace.update(gates=Gates(), goal=Goal(), rlm=Rlm(), agent_message=AgentMessage(), compact=Compact(),
                      history=History(), harness=Harness(), refine=Refine())
+    if "get_ipython" in namespace:
+        outcap.install(namespace["get_ipython"]())
     project_site = os.environ.get("PRIME_CI_PROJECT_SITE")
     if project_site:  # the project's packages, after the kernel's own (same Python version only)
         import site
