@@ -39,7 +39,7 @@ def make_agent(tmp_path: Path, model: ScriptedModel, kernel: FakeExecutor, *, li
     log = log or SessionLog.create(tmp_path / "session.jsonl", cwd=str(tmp_path))
     agent = Agent(model, kernel, Budget(limits or Limits()), log, turn_end, cell_timeout=60.0)
     agent.conversation.add({"role": "system", "content": "system prompt"})
-    agent.say("prime_ci.task", "the task")
+    agent.give_task("the task")
     return agent
 
 
@@ -222,9 +222,10 @@ def test_compaction_keeps_the_system_prompt_and_task_and_names_kernel_variables(
     summaries = [c for c in model.calls if not c.tools]
     assert summaries, "the context should have been compacted"
     after = model.calls[model.calls.index(summaries[0]) + 1]
-    assert after.messages[0]["content"] == "system prompt" and after.messages[1]["content"] == "the task"
-    assert "SUMMARY: x holds the answer" in after.messages[2]["content"]
-    assert "x, frame" in after.messages[2]["content"]
+    assert after.messages[0]["content"] == "system prompt"
+    summary = after.messages[1]["content"]  # the task lives on inside the summary, the one head after the system
+    assert after.messages[1]["role"] == "user" and "<summary>\nThe task, as it was given:\nthe task" in summary
+    assert "SUMMARY: x holds the answer" in summary and "x, frame" in summary
     for i, m in enumerate(after.messages):  # the cut never orphans a tool result
         if m["role"] == "tool":
             assert after.messages[i - 1]["role"] in ("assistant", "tool"), roles(after)

@@ -3,13 +3,17 @@ one clear line and nothing left behind."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from conftest import BUGGY, make_repo, run_cli, run_prime
-from prime_ci.testing import ScriptedServer, ipython, reply
+from prime_ci.testing import ScriptedServer, ipython, raw, reply, tool_call
 
 LOCAL = ["--model", "openai/scripted", "--api-base", "http://127.0.0.1:9/v1"]
 
@@ -109,3 +113,141 @@ def test_a_repository_owned_by_another_user_keeps_gits_reason_whole(tmp_path: Pa
     last = proc.stderr.strip().splitlines()[-1]
     assert proc.returncode == 2 and "dubious ownership" in last and "safe.directory" in last, proc.stderr
     assert not list((tmp_path / "tmp").iterdir())
+
+
+@contextlib.contextmanager
+def small_fs(path: Path, size: str, *, readonly: bool = False) -> Iterator[Path]:
+    path.mkdir(parents=True, exist_ok=True)
+    options = f"size={size}" + (",ro" if readonly else "")
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True).returncode:
+        pytest.skip("needs to mount a tmpfs (root)")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def test_an_unusable_out_is_exit_6_in_one_line_leaving_nothing(tmp_path: Path, buggy_repo: Path) -> None:
+    (tmp_path / "a-file").write_text("x")
+    with small_fs(tmp_path / "ro", "1m", readonly=True) as readonly, small_fs(tmp_path / "full", "64k") as full:
+        (full / "filler").write_bytes(b"x" * 60_000)
+        for out in (tmp_path / "a-file" / "out", readonly / "out", full / "out"):
+            with ScriptedServer([reply("done")]) as srv:
+                env = private_tmp(tmp_path)
+                proc = run_cli(["run", str(buggy_repo), "--task", "x", "--model", "openai/x", "--api-base", srv.url,
+                                "--out", str(out)], cwd=tmp_path, env=env)
+            assert proc.returncode == 6, (out, proc.stderr)
+            errors = [line for line in proc.stderr.splitlines() if not line.startswith("prime-ci: ")]
+            assert not errors, proc.stderr  # one line of ours, no traceback
+            assert not list((tmp_path / "tmp").iterdir()), "a worktree or bridge dir was left behind"
+
+
+def test_a_disk_filled_after_the_fix_is_not_success(tmp_path: Path, buggy_repo: Path) -> None:
+    fill = ("from pathlib import Path\nPath('calc.py').write_text('def add(a, b):\\n    return a + b\\n')\n"
+            "try:\n    with open('filler.bin', 'wb') as f:\n        while True:\n            f.write(b'x' * 65536)\n"
+            "except OSError as e:\n    print('full', e.errno)\n")
+    short = Path(tempfile.mkdtemp(prefix="pcfull-"))  # the kernel's IPC socket path must stay under 108 bytes
+    with small_fs(short, "24m") as small, ScriptedServer([ipython(fill), reply("done")]) as srv:
+        run = run_prime(tmp_path, buggy_repo, srv, "--sandbox", "off", env={"TMPDIR": str(small)})
+    assert run.code != 0 and run.result["success"] is False, run.proc.stderr
+    assert "patch" in run.result["detail"], run.result["detail"]
+
+
+HIDDEN_CONFTEST = (
+    "from pathlib import Path\n"
+    "Path('.gitignore').write_text('conftest.py\\n')\n"
+    "Path('conftest.py').write_text('import pytest\\n\\n@pytest.hookimpl(hookwrapper=True)\\n"
+    "def pytest_runtest_makereport(item, call):\\n    outcome = yield\\n    report = outcome.get_result()\\n"
+    "    report.outcome = \"passed\"\\n')\n")
+FORGED_PYC = (
+    "import os, py_compile\nfrom pathlib import Path\n"
+    "src = Path('calc.py'); buggy = src.read_text(); st = os.stat(src)\n"
+    "src.write_text(buggy.replace('a - b', 'a + b')); os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))\n"
+    "py_compile.compile('calc.py', cfile=__import__('importlib.util').util.cache_from_source('calc.py'))\n"
+    "src.write_text(buggy); os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))\n"
+    "print('forged')\n")
+
+
+@pytest.mark.parametrize(("trick", "cell"), [("hidden conftest", HIDDEN_CONFTEST), ("forged pyc", FORGED_PYC)])
+def test_gates_cannot_pass_on_changes_the_patch_never_shows(tmp_path: Path, buggy_repo: Path, trick: str,
+                                                             cell: str) -> None:
+    with ScriptedServer([ipython(cell), reply("done")]) as srv:
+        run = run_prime(tmp_path, buggy_repo, srv, "--sandbox", "off", "--gate",
+                        "python -m pytest -q -p no:cacheprovider", "--max-gate-retries", "0", "--require-changes")
+    assert run.code != 0 and run.result["success"] is False, (trick, run.proc.stderr)
+    if trick == "hidden conftest":
+        assert run.code == 7 and "conftest.py (hidden from the patch by .gitignore)" in run.result["detail"]
+    else:
+        assert "return a - b" in (buggy_repo / "calc.py").read_text()
+        assert run.result["gates"][0]["passed"] is False
+
+
+BRIDGE_ATTACKS = """
+import prime_ci.kernel.api as api
+def attempt(op, **args):
+    try:
+        return 'OK ' + repr(api.call(op, **args))[:80]
+    except Exception as exc:
+        return 'REFUSED ' + str(exc)[:160]
+for i in range(3):
+    print('model', attempt('child.model', messages=[{'role': 'user', 'content': 'x'}], tools=[], max_tokens=16))
+print('forged', attempt('rlm.list', child='sub-00000000', token='0' * 32))
+print('signal', attempt('child.event', kind='kernel', pid=1))
+print('foreign', attempt('rlm.spawn', task='t', model='anthropic/claude-sonnet-4-5'))
+print('replay', attempt('rlm.spawn', task='t', model='replay:/etc/shadow'))
+print('replay2', attempt('rlm.spawn', task='t', model='replay:/no/such/file'))
+"""
+
+
+def test_the_root_kernel_cannot_act_as_a_child_or_pick_another_provider(tmp_path: Path, buggy_repo: Path) -> None:
+    with ScriptedServer([ipython(BRIDGE_ATTACKS), reply("done")]) as srv:
+        run = run_prime(tmp_path, buggy_repo, srv, "--max-turns", "2",
+                        env={"ANTHROPIC_API_KEY": "sk-ant-operator-key"})
+        requests = srv.chat_requests
+    assert run.code == 0, run.proc.stderr
+    out = next(m["content"] for m in requests[1].body["messages"] if m["role"] == "tool")
+    lines = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    assert len(requests) == 2, "child.model from the root kernel made model calls"
+    assert run.result["usage"]["model_calls"] == 2
+    assert lines["model"].startswith("REFUSED") and "unknown operation" in lines["model"], out
+    assert lines["forged"].startswith("REFUSED") and "cannot speak for a child" in lines["forged"], out
+    assert lines["signal"].startswith("REFUSED"), out
+    assert lines["foreign"].startswith("REFUSED") and "provider" in lines["foreign"], out
+    for key in ("replay", "replay2"):  # the same answer whether the file exists or not: nothing was read
+        assert lines[key].startswith("REFUSED") and "only models of the run's provider" in lines[key], out
+        assert "not found" not in lines[key] and "no assistant messages" not in lines[key]
+    assert not (run.out / "children").exists() or not list((run.out / "children").iterdir())
+
+
+def test_only_processes_a_child_started_can_be_signalled() -> None:
+    from prime_ci.children.auth import descends_from
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert descends_from(child.pid, os.getpid())
+        assert not descends_from(os.getpid(), child.pid)
+        assert not descends_from(1, child.pid)
+    finally:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.parametrize("route", ["direct", "litellm"])
+def test_json_nested_200k_deep_is_a_malformed_call_or_a_provider_error(tmp_path: Path, buggy_repo: Path,
+                                                                      route: str) -> None:
+    deep = "[" * 200_000 + "]" * 200_000
+    call = reply(None, [tool_call("ipython", '{"code": ' + deep + "}")], usage={"completion_tokens": 10})
+    with ScriptedServer([call, reply("done")]) as srv:
+        run = run_prime(tmp_path, buggy_repo, srv, env={"PRIME_CI_ROUTE": route})
+    assert run.code == 0, run.proc.stderr[-2000:]
+    told = [e["message"]["content"][0]["text"] for e in run.session()
+            if e.get("type") == "message" and e["message"]["role"] == "toolResult"]
+    attempts = [e["data"]["attempts"] for e in run.session()
+                if e.get("customType") == "prime_ci.usage" and "attempts" in e["data"]]
+    if route == "direct":  # the call reaches the loop: a malformed call, told to the model
+        assert told and "nested too deeply" in told[0], told
+    else:  # litellm cannot parse the reply itself: a provider error, retried
+        assert attempts[0] == 2 and not told, attempts
+    with ScriptedServer(default=raw(200, deep.encode())) as srv:
+        body = run_prime(tmp_path, buggy_repo, srv, "--max-wall", "40s", env={"PRIME_CI_ROUTE": route})
+    assert body.code == 4 and body.result["stop_reason"] == "model_error", body.proc.stderr[-2000:]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUGGY, live_processes_with, make_repo, run_prime, wait_until
+from conftest import BUGGY, live_processes_with, make_repo, run_cli, run_prime, wait_until
 from prime_ci.testing import ScriptedServer, ipython, reply
 
 BOMB = """import os, shutil, sys
@@ -224,3 +224,16 @@ def test_setsid_env_i_daemons_do_not_outlive_the_run(
     assert f"DAEMON UP {marker}-cell" in _seen(server, 1)
     assert f"DAEMON UP {marker}-gate" in _gate_log(run.out)
     _nothing_left(marker)
+
+
+def test_the_limits_flag_sets_them_and_a_bad_one_is_exit_2(tmp_path: Path, server: ScriptedServer) -> None:
+    repo = _repo(tmp_path)
+    proc = run_cli(["run", str(repo), "--task", "x", "--model", "openai/x", "--api-base",
+                    "http://127.0.0.1:9/v1", "--limits", "pids=many"], cwd=tmp_path)
+    assert proc.returncode == 2 and "--limits: pids='many'" in proc.stderr, proc.stderr
+    server.add(reply("done"))
+    run = run_prime(tmp_path, repo, server, "--gate", "python hog.py", "--max-gate-retries", "0",
+                    "--limits", "memory=384MiB,pids=512")
+    assert run.code == 1, run.proc.stderr
+    assert "limits: processes 512" in run.proc.stderr and "memory 384 MiB" in run.proc.stderr
+    assert _gate_log(run.out).rstrip().endswith("[prime-ci] killed: memory limit 384 MiB")

@@ -72,7 +72,7 @@ def durable_agent(tmp_path: Path, spy: DurableSpy, replies: list[Any], **kw: Any
     model = ScriptedModel(replies, on_call=on_call)
     agent = Agent(model, FakeExecutor(**kw), Budget(Limits()), log, _completed, cell_timeout=60.0)
     agent.conversation.add({"role": "system", "content": "system prompt"})
-    agent.say("prime_ci.task", "the task")
+    agent.give_task("the task")
     return agent, checked
 
 

@@ -14,12 +14,16 @@ import sys
 import tempfile
 from pathlib import Path
 
+from prime_ci.children import TOKEN_VAR
 from prime_ci.isolation.sandbox import Sandbox
 from prime_ci.kernel.launch import KernelConfig, launch
 
 
 def main(spec_path: Path) -> int:
     spec = json.loads(spec_path.read_text())
+    # the token proving this child to the root never touches the disk (spec.json is readable in the sandbox when
+    # --out is) and leaves the environment before the kernel is started with it
+    spec["token"] = os.environ.pop(TOKEN_VAR, "")
     bridge_dir = Path(tempfile.mkdtemp(prefix="pci-"))  # short: unix socket paths are capped at 108 bytes
     scratch = Path(spec["scratch"])
     scratch.mkdir(parents=True, exist_ok=True)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
 
 from prime_ci.engine.stops import StopReason
 from prime_ci.gates.runner import GateSpec
 from prime_ci.harness.refine import plan_schema
+
+_CRC = r"^[0-9a-f]{8}$"
 
 
 class UsageModel(BaseModel):
@@ -121,22 +123,145 @@ def _in_order(dumped: Any, given: Any) -> Any:
 
 
 class SessionHeader(BaseModel):
+    """The first line of session.jsonl (Prime Agent's format; version-1 files have no ``version``)."""
+
     model_config = ConfigDict(extra="allow")
     type: Literal["session"]
-    version: Literal[3]
+    version: int | None = Field(None, description="3; absent in version-1 files")
     id: str
     timestamp: str
     cwd: str
-    parentSession: str | None = None
+    parentSession: str | None = Field(None, description="the session this one was forked or spawned from")
     rlmDepth: int | None = None
+    git: dict[str, Any] | None = None
+    seq: int | None = Field(None, description="prime-ci: 0")
+    crc32: str | None = Field(None, pattern=_CRC, description="prime-ci: present on every line of a file it wrote")
 
 
-class SessionEntry(BaseModel):
+class _Entry(BaseModel):
     model_config = ConfigDict(extra="allow")
-    type: Literal["message", "model_change", "compaction", "custom", "custom_message", "child_usage_attributed"]
-    id: str = Field(pattern=r"^[0-9a-f]{8}$")
-    parentId: str | None
+    type: str
+    id: str = Field(min_length=1, description="8 hex digits (longer after an id collision)")
+    parentId: str | None = Field(description="null for a root; entries form a tree, the last one is the leaf")
     timestamp: str
+    seq: int | None = Field(None, description="prime-ci: the line's number (header 0)")
+    crc32: str | None = Field(None, pattern=_CRC, description="prime-ci: checksum (absent from other writers)")
+
+
+class AgentMessage(BaseModel):
+    """user, assistant, toolResult, bashExecution, custom, branchSummary, compactionSummary, or an extension's."""
+
+    model_config = ConfigDict(extra="allow")
+    role: str
+
+
+class MessageEntry(_Entry):
+    type: Literal["message"]
+    message: AgentMessage
+
+
+class ModelChangeEntry(_Entry):
+    type: Literal["model_change"]
+    provider: str
+    modelId: str
+
+
+class ThinkingLevelChangeEntry(_Entry):
+    type: Literal["thinking_level_change"]
+    thinkingLevel: str
+
+
+class ServiceTierChangeEntry(_Entry):
+    type: Literal["service_tier_change"]
+    serviceTier: str
+
+
+class CompactionEntry(_Entry):
+    type: Literal["compaction"]
+    summary: str
+    firstKeptEntryId: str | None = None
+    tokensBefore: int | None = None
+
+
+class BranchSummaryEntry(_Entry):
+    type: Literal["branch_summary"]
+    fromId: str
+    summary: str
+
+
+class CustomEntry(_Entry):
+    type: Literal["custom"]
+    customType: str
+
+
+class CustomMessageEntry(_Entry):
+    type: Literal["custom_message"]
+    customType: str
+    content: str | list[Any]
+    display: bool | None = None
+
+
+class ChildUsageEntry(_Entry):
+    type: Literal["child_usage_attributed"]
+    targetId: str
+    childUsage: dict[str, Any] | None = None
+    aggregateUsage: dict[str, Any] | None = None
+
+
+class LabelEntry(_Entry):
+    type: Literal["label"]
+    targetId: str
+    label: str | None = Field(None, description="absent to clear the label")
+
+
+class SessionInfoEntry(_Entry):
+    type: Literal["session_info"]
+    name: str | None = None
+
+
+class SessionStateEntry(_Entry):
+    type: Literal["session_state"]
+    state: dict[str, Any]
+
+
+class AgentStatusEntry(_Entry):
+    type: Literal["agent_status"]
+    status: dict[str, Any]
+
+
+class GitStateEntry(_Entry):
+    type: Literal["git_state"]
+    git: dict[str, Any]
+
+
+_KNOWN_ENTRIES: tuple[type[_Entry], ...] = (
+    MessageEntry, ModelChangeEntry, ThinkingLevelChangeEntry, ServiceTierChangeEntry, CompactionEntry,
+    BranchSummaryEntry, CustomEntry, CustomMessageEntry, ChildUsageEntry, LabelEntry, SessionInfoEntry,
+    SessionStateEntry, AgentStatusEntry, GitStateEntry,
+)
+KNOWN_ENTRY_TYPES = tuple(str(m.model_fields["type"].annotation.__args__[0]) for m in _KNOWN_ENTRIES)  # type: ignore[union-attr]
+
+
+class OtherEntry(_Entry):
+    """An entry type this schema does not know (a later Prime Agent's, an extension's): only the tree fields."""
+
+    type: str = Field(json_schema_extra={"not": {"enum": list(KNOWN_ENTRY_TYPES)}})
+
+    @field_validator("type")
+    @classmethod
+    def _unknown(cls, value: str) -> str:
+        if value in KNOWN_ENTRY_TYPES:
+            raise ValueError(f"a {value!r} entry lacks or misspells a field of its type")
+        return value
+
+
+class SessionEntry(RootModel[
+    MessageEntry | ModelChangeEntry | ThinkingLevelChangeEntry | ServiceTierChangeEntry | CompactionEntry
+    | BranchSummaryEntry | CustomEntry | CustomMessageEntry | ChildUsageEntry | LabelEntry | SessionInfoEntry
+    | SessionStateEntry | AgentStatusEntry | GitStateEntry | OtherEntry
+]):
+    """One entry line of session.jsonl after the header: a known Prime Agent entry type, or any other type with
+    the tree fields (``id``, ``parentId``, ``timestamp``)."""
 
 
 class CostSplit(BaseModel):

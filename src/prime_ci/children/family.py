@@ -17,13 +17,16 @@ import secrets
 import signal
 import sys
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from prime_ci.children import TOKEN_VAR
+from prime_ci.children.auth import descends_from
+from prime_ci.children.member import Member, Message
+from prime_ci.engine.agent import Agent
 from prime_ci.engine.budget import Budget, BudgetExhausted
 from prime_ci.engine.stops import StopReason
 from prime_ci.isolation.sandbox import Sandbox
@@ -33,39 +36,11 @@ from prime_ci.model.routes import Model
 from prime_ci.model.usage import session_usage
 from prime_ci.session.log import SessionLog
 
+__all__ = ["Family", "Member"]
+
 MAX_MESSAGE = 16_384
 MAX_PENDING = 20
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-Message = tuple[str, str, dict[str, Any]]
-
-
-@dataclass
-class Member:
-    id: str
-    name: str
-    parent: str | None
-    depth: int
-    model: str
-    session_dir: Path
-    token: str = ""
-    status: str = "running"  # running | idle | completed | error
-    proc: asyncio.subprocess.Process | None = None
-    kernel_pid: int | None = None
-    inbox: deque[Message] = field(default_factory=deque)
-    arrived: asyncio.Event = field(default_factory=asyncio.Event)
-    waiting: bool = False
-    replied: bool = False
-    last_text: str = ""
-    stopping: bool = False
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    bucket: float = 3.0
-    bucket_at: float = field(default_factory=time.monotonic)
-    branch: str | None = None
-
-    def handle(self) -> dict[str, Any]:
-        return {"rlm_child_id": self.id, "name": self.name, "session_dir": str(self.session_dir), "model": self.model}
 
 
 @dataclass
@@ -87,18 +62,23 @@ class Family:
     say: Callable[[str], None]
     sandbox: Sandbox | None = None
     subagent: Callable[[str], tuple[str, str | None] | None] | None = None
+    session_cwd: str = ""  # the cwd of every session header of the run
+    agent: Agent | None = None  # the root's loop, once it exists: the root's attributions go through it
     members: dict[str, Member] = field(default_factory=dict)
     monitors: list[asyncio.Task[None]] = field(default_factory=list)
     models: dict[str, Model] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.members["root"] = Member("root", "root", None, 0, self.model.name, self.out)
+        self.members["root"] = Member("root", "root", None, 0, self.model.name, self.out,
+                                      session_id=self.root_log.session_id)
 
     @property
     def root(self) -> Member:
         return self.members["root"]
 
     def sender(self, request: dict[str, Any]) -> Member:
+        """Who is asking: a child's id and token (checked), else the root (the root kernel's bridge refuses any
+        identity: ``auth.as_root``)."""
         child = request.pop("child", None)
         token = request.pop("token", None)
         if child is None:
@@ -133,13 +113,19 @@ class Family:
         session_dir.mkdir(parents=True)
         member = Member(child_id, name, parent.id, parent.depth + 1, model.name, session_dir,
                         token=secrets.token_hex(16))
+        if parent.id == "root":
+            member.spawned_from = self.agent.last_assistant if self.agent is not None else None
+        else:  # set by the parent's host, not its kernel
+            member.spawned_from = str(request.get("parent_entry") or "") or None
         cwd = self.worktree.path
         if request.get("worktree") == "isolated":
             cwd, member.branch = await asyncio.to_thread(self._isolated_worktree, name, child_id)
         parent_session = self.root_log.path if parent.id == "root" else parent.session_dir / "session.jsonl"
         spec = {"id": child_id, "name": name, "task": task, "depth": member.depth, "model": model.name,
-                "cwd": str(cwd), "root_bridge": self.bridge_path, "token": member.token,
+                "cwd": str(cwd), "root_bridge": self.bridge_path,
                 "parent_session": str(parent_session), "budget": self.ledger(member),
+                "session_cwd": self.session_cwd or str(self.worktree.path),
+                "from": {"sessionId": parent.session_id, "sessionName": parent.name, "activeSessionId": parent.id},
                 "cell_timeout": self.cell_timeout, "branch": member.branch,
                 "scratch": str(self.worktree.root / "child-runs" / child_id),
                 "sandbox": self.sandbox.to_json() if self.sandbox else None, "role": role[0] if role else None}
@@ -148,7 +134,8 @@ class Family:
         try:
             member.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "prime_ci.child", str(session_dir / "spec.json"),
-                env=self.env, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                env={**self.env, TOKEN_VAR: member.token}, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log,
+                start_new_session=True,
             )
         finally:
             log.close()
@@ -196,7 +183,11 @@ class Family:
         member = self.sender(request)
         kind = request.get("kind")
         if kind == "kernel":
-            member.kernel_pid = int(request["pid"])
+            pid = int(request["pid"])
+            if member.proc is None or not descends_from(pid, member.proc.pid):
+                raise Refused(f"process {pid} was not started by this child")
+            member.kernel_pid = pid
+            member.session_id = str(request.get("session_id") or "")
         elif kind == "turn_done":
             member.status = "idle"
             member.last_text = str(request.get("last_text") or "")
@@ -242,13 +233,23 @@ class Family:
         member.calls += 1
         member.prompt_tokens += reply.usage.prompt_tokens
         member.completion_tokens += reply.usage.completion_tokens
-        usage = session_usage(reply.usage, reply.cost)
-        aggregate = {"input": self.budget.prompt_tokens, "output": self.budget.completion_tokens,
-                     "totalTokens": self.budget.total_tokens}
-        self.root_log.append("child_usage_attributed", targetId=self.root_log.last_id, childUsage=usage,
-                             aggregateUsage=aggregate, origin="spawn_task", childId=member.id,
-                             childName=member.name)
-        return {**reply.to_wire(), "budget": self.ledger(member)}
+        self._attribute(member, session_usage(reply.usage, reply.cost))
+        return {**reply.to_wire(), "budget": self.ledger(member), "attributions": member.take_attributions()}
+
+    def _attribute(self, member: Member, usage: dict[str, Any]) -> None:
+        """One call's usage, for the parent's session: the root's log is written here, a child's by its host
+        (with its next answer from the root; an idle one is woken for it)."""
+        parent = self.members.get(member.parent or "")
+        if parent is None or member.spawned_from is None:
+            return
+        record: dict[str, Any] = {"target": member.spawned_from, "child_usage": usage, "origin": member.origin,
+                                  "childId": member.id, "childName": member.name}
+        if parent.id == "root":
+            if self.agent is not None:
+                self.agent.attribute(**record)
+        elif parent.status != "error":
+            parent.attributions.append(record)
+            parent.arrived.set()
 
     # -- messages ---------------------------------------------------------------------------------------
     async def send(self, request: dict[str, Any]) -> Any:
@@ -270,13 +271,15 @@ class Family:
         msg_id = f"agentmsg_{secrets.token_hex(8)}"
         delivered = target.waiting
         body = f"[from {relation}:{sender.name}]\n{text}" if relation != "parent" else f"[from parent]\n{text}"
-        self._enqueue(target, ("agent_message", body, {"id": msg_id, "from": sender.id, "fromName": sender.name,
-                                                       "fromRelationship": relation, "target": target.id}))
+        sent_by = {k: v for k, v in sender.endpoint().items() if k != "runtimeKind"}
+        self._enqueue(target, ("agent_message", body, {"id": msg_id, "message": text, "from": sent_by,
+                                                       "fromRelationship": relation, "target": target.endpoint()}))
         if target.id == sender.parent:
             sender.replied = True
         stamp = datetime.now(UTC).isoformat()
-        return {"id": msg_id, "deliveryStatus": "delivered" if delivered else "queued",
-                "deliveredAt" if delivered else "queuedAt": stamp, "target": target.name}
+        return {"id": msg_id, "source": "agent_message", "message": text, "from": sent_by,
+                "target": target.endpoint(), "deliveryStatus": "delivered" if delivered else "queued",
+                "deliveredAt" if delivered else "queuedAt": stamp}
 
     def _resolve(self, sender: Member, role: Any, name: Any) -> tuple[Member, str]:
         if role == "parent":
@@ -309,24 +312,27 @@ class Family:
         items = list(member.inbox)
         member.inbox.clear()
         member.arrived.clear()
+        if items:  # what the member's next calls answer, for their attribution (Prime Agent's "origin")
+            member.origin = "agent_message" if any(m[0] == "agent_message" for m in items) else "direct_user"
         return items
 
     async def inbox(self, request: dict[str, Any]) -> Any:
         """Long poll from a child host: its pending messages, or ``stop`` when the run is ending."""
         member = self.sender(request)
-        if not member.inbox and not member.stopping:
+        if not member.inbox and not member.stopping and not member.attributions:
             member.waiting = True
             try:
                 with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
                     await asyncio.wait_for(member.arrived.wait(), float(request.get("wait", 0)))
             finally:
                 member.waiting = False
+        attributions = member.take_attributions()
         if member.stopping:
-            return {"stop": True, "messages": []}
+            return {"stop": True, "messages": [], "attributions": attributions}
         messages = self.drain(member)
         if messages:
             member.status = "running"
-        return {"messages": [list(m) for m in messages]}
+        return {"messages": [list(m) for m in messages], "attributions": attributions}
 
     async def wait_for_children(self, timeout: float) -> None:
         """Root's join: until a message for the root arrives or no child is running."""

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from prime_ci.engine.agent import Agent, Stop
+from prime_ci.engine.agent import Agent, Stop, log_model
 from prime_ci.engine.budget import BudgetExhausted, Snapshot
 from prime_ci.engine.prompt import base_prompt, child_section
 from prime_ci.engine.stops import StopReason
@@ -39,8 +39,10 @@ class SharedLedger:
     time since; the counters are this child's own spend, for its session's usage records.
     """
 
-    def __init__(self, request: Callable[..., Awaitable[Any]], snapshot: dict[str, Any]) -> None:
+    def __init__(self, request: Callable[..., Awaitable[Any]], snapshot: dict[str, Any],
+                 on_attributions: Callable[[list[dict[str, Any]]], None] = lambda _: None) -> None:
         self._request = request
+        self._on_attributions = on_attributions
         self._seen(snapshot)
         self.warned: set[tuple[str, float]] = set()
         self.turns = 0
@@ -59,6 +61,7 @@ class SharedLedger:
         r = await self._request("child.model", messages=messages, tools=tools, max_tokens=max_tokens,
                                 window=window)
         self._seen(r["budget"])
+        self._on_attributions(r.get("attributions") or [])
         if "stop" in r:
             raise BudgetExhausted(StopReason(r["stop"]), str(r.get("detail") or "the shared budget ran out"))
         reply = ModelReply.from_wire(r)
@@ -94,7 +97,15 @@ class Host:
         self.ident = {"child": spec["id"], "token": spec["token"]}
         self.name = str(spec["model"])
         self.queued: list[tuple[str, str, dict[str, Any]]] = []
-        self.ledger = SharedLedger(self.root, spec["budget"])
+        self.ledger = SharedLedger(self.root, spec["budget"], self.attribute)
+        self.agent: Agent | None = None
+
+    def attribute(self, records: list[dict[str, Any]]) -> None:
+        """Usage of this child's own children, folded into its assistant entries (the root routes it here)."""
+        if self.agent is None:
+            return
+        for record in records:
+            self.agent.attribute(**record)
 
     async def root(self, op: str, **args: Any) -> Any:
         return await bridge.request(self.spec["root_bridge"], op, **self.ident, **args)
@@ -111,9 +122,11 @@ class Host:
 
     async def turn_end(self) -> Stop | str:
         await self.commit_branch()
+        assert self.agent is not None
         await self.root("child.event", kind="turn_done", last_text=self.agent.last_text)
         while True:
             r = await self.root("child.inbox", wait=30)
+            self.attribute(r.get("attributions") or [])
             if r.get("stop"):
                 return Stop(StopReason.COMPLETED, "stopped by the root")
             if r["messages"]:
@@ -136,8 +149,9 @@ class Host:
     async def run(self) -> int:
         spec = self.spec
         session_dir = self.session_dir
-        log = SessionLog.create(session_dir / "session.jsonl", cwd=spec["cwd"], parent_session=spec["parent_session"],
-                                depth=spec["depth"])
+        log = SessionLog.create(session_dir / "session.jsonl", cwd=spec.get("session_cwd") or spec["cwd"],
+                                parent_session=spec["parent_session"], depth=spec["depth"])
+        log_model(log, spec["model"])
         own = bridge.Bridge(self.bridge_dir)
         for op in FORWARDED:
             own.register(op, self._forwarder(op))
@@ -152,14 +166,17 @@ class Host:
             loop.add_signal_handler(sig, main.cancel)
         stop = Stop(StopReason.INTERNAL_ERROR, "did not start")
         try:
-            await self.root("child.event", kind="kernel", pid=kernel.pid)
+            await self.root("child.event", kind="kernel", pid=kernel.pid, session_id=log.session_id)
             await kernel.start()
             self.agent = Agent(self, kernel, self.ledger, log, self.turn_end, float(spec["cell_timeout"]),
                                inbox=self.inbox)
             self.agent.conversation.add({"role": "system",
                                          "content": base_prompt() + child_section(spec["name"], spec["depth"],
                                                                                   spec.get("role"))})
-            self.agent.say("agent_message", f"[task from parent]\n\n{spec['task']}", {"id": f"spawn:{spec['id']}"})
+            self.agent.task = spec["task"]
+            self.agent.say("agent_message", f"[task from parent]\n\n{spec['task']}", {
+                "id": f"spawn:{spec['id']}", "message": spec["task"], "from": spec.get("from", {}),
+                "fromRelationship": "parent"})
             stop = await self.agent.run()
         except asyncio.CancelledError:
             stop = Stop(StopReason.INTERRUPTED, "stopped by the root")
@@ -172,12 +189,15 @@ class Host:
             await own.close()
         if stop.reason is not StopReason.INTERRUPTED:
             await self.commit_branch()
-            await self.root("child.event", kind="turn_done", last_text=self.agent.last_text)
+            last_text = self.agent.last_text if self.agent is not None else ""
+            await self.root("child.event", kind="turn_done", last_text=last_text)
             await self.root("child.event", kind="stopped", reason=stop.reason)
         return 0
 
     def _forwarder(self, op: str) -> bridge.Handler:
         async def forward(req: dict[str, Any]) -> Any:
+            if op == "rlm.spawn":  # the entry the child's usage is attributed to, whatever the kernel sent
+                req = {**req, "parent_entry": self.agent.last_assistant if self.agent is not None else None}
             return await self.root(op, **req)
 
         return forward

@@ -1,5 +1,5 @@
-"""Command line: ``run``, ``demo``, ``resume``, ``show``, ``schema``, ``gates``, ``report``, the child entry, and
-``main`` (exit codes and one-line errors)."""
+"""Command line: ``run``, ``demo``, ``resume``, ``show``, ``schema``, ``gates``, ``report``, ``export``, the child
+entry, and ``main`` (exit codes and one-line errors)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from click.core import ParameterSource
 
 from prime_ci.cli.app import NONNEG, POS, cli, host_setup, print_outcome, say
 from prime_ci.errors import ConfigError, PrimeCIError
+from prime_ci.isolation import limits
 from prime_ci.model.credentials import model_problem
 
 
@@ -45,6 +46,9 @@ from prime_ci.model.credentials import model_problem
               "in its own form.")
 @click.option("--price-per-mtok", metavar="IN,OUT[,CACHED]", help="USD per million tokens, for a model litellm "
               "does not price (needed by --max-cost then).")
+@click.option("--limits", metavar="SPEC", help="Limits on every kernel, gate and setup command, e.g. "
+              "'pids=4096,memory=8GiB,file_size=2GiB,cpu=600' (default: pids=2048,memory=4GiB,file_size=1GiB; "
+              "also PRIME_CI_LIMITS).")
 @click.option("--out", type=click.Path(path_type=Path), help="Artifacts directory.")
 @click.option("--harness", type=click.Path(path_type=Path), help="Harness state directory.")
 @click.option("--harness-branch", help="Load/commit harness state on this branch of REPO.")
@@ -75,12 +79,15 @@ def run(ctx: click.Context, /, **params: Any) -> int:
         if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
         or name == "repo"
     }
+    spec = flags.pop("limits", None)
+    apply_limits(None if spec is None else str(spec))
     api_base = flags.get("api_base")
     if flags.get("model") and (missing := model_problem(str(flags["model"]), str(api_base or "") or None)):
         raise ConfigError(missing)  # before anything is cloned
     host_setup()
     prep = prepare(flags)  # a litellm route starts importing litellm here, overlapping the kernel start
     say(f"run {prep.run_id}: {prep.worktree.source} @ {prep.worktree.base_commit[:12]} -> {prep.out}")
+    say(f"limits: {limits.status(limits.configured())}")
     if prep.worktree.dirty:
         from rich.markup import escape
 
@@ -198,6 +205,32 @@ def resume(out_dir: Path, salvage: bool, json_output: bool) -> int:
     prep, state = prepared
     say(f"resuming run {prep.run_id} after {len(state.session.entries)} entries -> {prep.out}")
     return print_outcome(execute(prep, say, resume=state, salvage=salvage), json_output)
+
+
+@cli.command()
+@click.argument("out_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--prime-agent", "dest", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Lay the sessions out as Prime Agent keeps them under this directory (sessions/<id>.jsonl, "
+              "session-artifacts/<id>/sub-<8 hex>/).")
+def export(out_dir: Path, dest: Path) -> int:
+    """Copy a run's session and its sub-agents' sessions into Prime Agent's layout."""
+    from prime_ci.children.export import export_prime_agent
+
+    for path in export_prime_agent(out_dir, dest):
+        click.echo(str(path))
+    return 0
+
+
+def apply_limits(spec: str | None) -> None:
+    """``--limits`` (over ``PRIME_CI_LIMITS``), checked before any work: a bad value is exit 2, not a failed
+    kernel start."""
+    if spec is not None:
+        try:
+            limits.parse(spec)
+        except ConfigError as exc:
+            raise ConfigError(f"--limits: {str(exc).removeprefix(limits.ENV + ': ')}") from None
+        os.environ[limits.ENV] = spec
+    limits.configured()
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import gc
 import json
 import math
@@ -36,7 +37,19 @@ TOOL = {
     },
 }
 MAX_MALFORMED = 3
-__all__ = ["TOOL", "Agent", "Conversation", "Executor", "Stop", "StopReason", "TurnEnd"]
+__all__ = ["TOOL", "Agent", "Conversation", "Executor", "Stop", "StopReason", "TurnEnd", "log_model", "split_model"]
+COST_KEYS = ("input", "output", "cacheRead", "cacheWrite", "total")
+
+
+def split_model(name: str) -> tuple[str, str]:
+    """(provider, model id) of a litellm model name, as assistant messages and ``model_change`` carry them."""
+    provider, _, model = name.partition("/")
+    return provider, model or provider
+
+
+def log_model(log: SessionLog, name: str) -> None:
+    provider, model = split_model(name)
+    log.append("model_change", provider=provider, modelId=model)
 
 
 class Executor(Protocol):
@@ -100,12 +113,15 @@ class Agent:
     progress: Callable[[str], None] | None = None
     inbox: Callable[[], list[tuple[str, str, dict[str, Any]]]] | None = None
     compactor: Compactor | None = None
+    task: str = ""  # the task as given: every compaction summary starts with it
+    last_assistant: str | None = None  # entry id of the latest assistant message
     compact_requested: bool = False
     compact_focus: str | None = None
     end_turn_requested: bool = False
     last_text: str = ""
     _malformed: int = 0
     _truncated: bool = False
+    _usage_of: dict[str, dict[str, Any]] = field(default_factory=dict)  # assistant entry id -> its usage (so far)
 
     async def run(self) -> Stop:
         # What exists now (imported modules, config, clients) lives as long as the run: out of the cyclic
@@ -168,13 +184,41 @@ class Agent:
         assert self.compactor is not None
         focus, self.compact_requested, self.compact_focus = self.compact_focus, False, None
         done = await self.compactor.compact(self.conversation.messages, self.conversation.ids, focus=focus,
-                                            kernel_names=self.kernel.user_names)
+                                            kernel_names=self.kernel.user_names, task=self.task)
         if done is None:
             return False
         self.conversation.replace(*done)
         if self.progress is not None:
             self.progress(f"compacted the context to ~{self.conversation.tokens} tokens")
         return True
+
+    def give_task(self, text: str) -> None:
+        """The task: a user message (how Prime Agent lists a session: by its first one)."""
+        text = clean_terminal_text(text)
+        self.task = text
+        eid = self.log.message("user", [{"type": "text", "text": text}])
+        self.conversation.add({"role": "user", "content": text}, eid)
+
+    def attribute(self, target: str, child_usage: dict[str, Any], *, origin: str, **extra: Any) -> None:
+        """Fold one child model call's usage into the assistant entry whose cell spawned the child, as Prime
+        Agent does: ``aggregateUsage`` is that entry's own usage plus every child call folded into it so far,
+        its ``totalTokens`` still the entry's own context size (child work is spend, not context)."""
+        aggregate = self._usage_of.get(target)
+        if aggregate is None:  # not an assistant entry of this process (one from before a resume)
+            return
+        for key in ("input", "output", "cacheRead", "cacheWrite"):
+            aggregate[key] = aggregate.get(key, 0) + int(child_usage.get(key, 0))
+        cost = aggregate.setdefault("cost", {})
+        for key in COST_KEYS:
+            cost[key] = cost.get(key, 0) + float(child_usage.get("cost", {}).get(key, 0))
+        self.log.append("child_usage_attributed", targetId=target, childUsage=child_usage,
+                        aggregateUsage=copy.deepcopy(aggregate), origin=origin, **extra)
+
+    def answer_unanswered(self, call_id: str, text: str) -> None:
+        """Log and add the result of a tool call an interruption left without one (a resume)."""
+        name = next((c["function"]["name"] for m in reversed(self.conversation.messages)
+                     for c in m.get("tool_calls") or [] if c["id"] == call_id), "ipython")
+        self._tool_result(ToolCall(call_id, name, ""), text, is_error=True)
 
     def say(self, custom_type: str, text: str, details: dict[str, Any] | None = None) -> None:
         """A host message that enters the model's context as a user message."""
@@ -189,12 +233,16 @@ class Agent:
         parts += [{"type": "text", "text": reply.text}] if reply.text else []
         parts += [{"type": "toolCall", "id": c.id, "name": c.name, "arguments": _args_for_log(c)}
                   for c in reply.tool_calls]
-        provider, _, model = reply.model.partition("/")
+        provider, model = split_model(reply.model)
+        usage = session_usage(reply.usage, reply.cost)
         eid = self.log.message(
-            "assistant", parts, api="openai-completions", provider=provider, model=model or provider,
-            usage=session_usage(reply.usage, reply.cost),
+            "assistant", parts, api="openai-completions", provider=provider, model=model, usage=usage,
             stopReason="toolUse" if reply.tool_calls else _stop_reason(reply.finish_reason),
         )
+        own = copy.deepcopy(usage)
+        own["totalTokens"] = own["totalTokens"] or sum(own[k] for k in ("input", "output", "cacheRead", "cacheWrite"))
+        self._usage_of[eid] = own
+        self.last_assistant = eid
         self.log.custom("prime_ci.usage", {**self.budget.usage(), "attempts": reply.attempts})
         # "" and never null or absent: llama.cpp, llama-cpp-python and others answer 500 to a tool-only
         # assistant message without a content string
@@ -254,6 +302,9 @@ def _parse_call(call: ToolCall) -> tuple[str | None, str]:
         args = json.loads(call.arguments or "{}")
     except ValueError as exc:
         return None, f"arguments are not valid JSON ({exc}); expected {{\"code\": str}}"
+    except RecursionError:
+        return None, 'arguments are nested too deeply to read; expected {"code": str}'
+
     if not isinstance(args, dict) or not isinstance(args.get("code"), str):
         return None, 'arguments must be an object {"code": str}'
     unknown = sorted(set(args) - {"code"})
@@ -264,8 +315,10 @@ def _parse_call(call: ToolCall) -> tuple[str | None, str]:
 
 def _args_for_log(call: ToolCall) -> Any:
     try:
-        return json.loads(call.arguments or "{}")
-    except ValueError:
+        args = json.loads(call.arguments or "{}")
+        json.dumps(args)  # what the session log will do with them
+        return args
+    except (ValueError, RecursionError):
         return {"__raw__": call.arguments}
 
 

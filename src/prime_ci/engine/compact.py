@@ -1,7 +1,12 @@
 """Compaction: when the context nears the model's window (or on ``compact.run()``), older turns are replaced by
-a structured summary. The system prompt and the task stay; recent turns stay verbatim; the cut never falls on a
-tool result (a tool result always keeps the assistant call it answers). The kernel keeps running, so its
-variables survive and the summary names them. The session log and ``history`` keep everything.
+a structured summary. Recent turns stay verbatim; the cut never falls on a tool result (a tool result always
+keeps the assistant call it answers). The kernel keeps running, so its variables survive and the summary names
+them. The session log and ``history`` keep everything.
+
+A compaction is one ``compaction`` entry, and the context after it is what Prime Agent's context builder makes
+of that entry: the summary first, then the entries from ``firstKeptEntryId`` up to the compaction, then the
+entries after it. So the system prompt (never logged) is the only head kept: the task text goes into the summary,
+verbatim, and the summary is all that stands for the summarized part. ``engine/resume.py`` rebuilds the same way.
 """
 
 from __future__ import annotations
@@ -38,6 +43,24 @@ conversation below so the agent can continue without it. Use exactly these headi
 Be concrete: file paths, function names, commands, error messages, test names, numbers. The agent's Python \
 kernel keeps running, so name the important variables it defined and what they hold. Answer with the summary \
 only."""
+
+
+# How the model sees a compaction entry: a user message wrapping its summary, laid out as Prime Agent renders one,
+# so a session continued there hands the model the same text as prime-ci does.
+SUMMARY_OPEN = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
+SUMMARY_CLOSE = "\n</summary>"
+
+
+def summary_message(summary: str) -> dict[str, Any]:
+    return {"role": "user", "content": SUMMARY_OPEN + summary + SUMMARY_CLOSE}
+
+
+def summary_text(task: str, summary: str, names: list[str]) -> str:
+    """The ``summary`` of a compaction entry: the task as given, the summarizer's answer, the kernel's names."""
+    kernel = ("The Python kernel was not restarted: these variables are still defined: "
+              + (", ".join(names[:200]) if names else "(none)"))
+    parts = [f"The task, as it was given:\n{task}"] if task else []
+    return "\n\n".join([*parts, summary, kernel])
 
 
 def _serialize(messages: list[dict[str, Any]], limit: int) -> str:
@@ -102,12 +125,15 @@ class Compactor:
 
     async def compact(
         self, messages: list[dict[str, Any]], ids: list[str | None], *, focus: str | None,
-        kernel_names: Callable[[], Awaitable[list[str]]], head: int = 2,
+        kernel_names: Callable[[], Awaitable[list[str]]], task: str,
     ) -> tuple[list[dict[str, Any]], list[str | None]] | None:
-        """Summarize messages[head:cut]; returns the new (messages, ids), or None when there is nothing to cut."""
+        """Summarize messages[1:cut] (all but the system prompt and the kept part); returns the new (messages,
+        ids), or None when there is nothing to cut. Every message but the system prompt has its entry id."""
+        head = 1
         cut = self.cut_index(messages, head)
         if cut is None:
             return None
+        assert all(ids[head:]), "a message in the context has no session entry"
         prompt = INSTRUCTIONS + (f"\n\nFocus especially on: {focus[:200]}" if focus else "")
         transcript, summary_tokens = self.request_shape()
         request = [{"role": "system", "content": prompt},
@@ -119,16 +145,13 @@ class Compactor:
                                            window=self.window)
         except BudgetExhausted:
             return None
+        # the summarizer's spend, so a resume restores it; also the entry a compaction that keeps no message
+        # points at (firstKeptEntryId names an entry; this one adds nothing to the context)
+        spent = self.log.custom("prime_ci.usage", {**self.budget.usage(), "compaction": True})
         names = await kernel_names()
-        summary = reply.text.strip() or "(the summarizer returned nothing)"
-        reminder = ("\n\nThe Python kernel was not restarted: these variables are still defined: "
-                    + (", ".join(names[:200]) if names else "(none)"))
-        text = ("The conversation history before this point was compacted into the following summary:\n"
-                f"<summary>\n{summary}\n</summary>{reminder}")
-        first_kept = next((i for i in ids[cut:] if i), None)
+        summary = summary_text(task, reply.text.strip() or "(the summarizer returned nothing)", names)
+        first_kept = ids[cut] if cut < len(ids) else spent
         details = {"focus": focus, "kernelNames": names[:200], "messagesSummarized": cut - head}
-        self.log.append("compaction", summary=summary, firstKeptEntryId=first_kept, tokensBefore=tokens_before,
-                        details=details)
-        eid = self.log.custom_message("compaction_summary", text)
-        return ([*messages[:head], {"role": "user", "content": text}, *messages[cut:]],
-                [*ids[:head], eid, *ids[cut:]])
+        eid = self.log.append("compaction", summary=summary, firstKeptEntryId=first_kept, tokensBefore=tokens_before,
+                              details=details)
+        return [messages[0], summary_message(summary), *messages[cut:]], [ids[0], eid, *ids[cut:]]

@@ -1,7 +1,8 @@
 """``prime-ci resume OUT_DIR``: continue an interrupted run from its session log.
 
 The log is the source of truth: the settings and worktree come from the ``prime_ci.run`` record, the
-conversation from the message entries (compactions applied as they were), the budget from the last
+conversation from the entries by Prime Agent's context rule (the latest compaction's summary, the entries from
+its ``firstKeptEntryId`` on, what follows it: what the run itself continued with), the budget from the last
 ``prime_ci.usage`` record plus the wall time already spent, the gate-retry count from the ``prime_ci.gate``
 records. The kernel is started fresh and its last snapshot restored. A finished run is not run again:
 resume returns its recorded result (idempotent).
@@ -15,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from prime_ci.engine.compact import summary_message
 from prime_ci.engine.config import RunConfig
 from prime_ci.errors import ConfigError
 from prime_ci.gates.runner import GateSpec
@@ -22,6 +24,8 @@ from prime_ci.isolation.procs import sweep
 from prime_ci.isolation.worktree import Worktree, create_worktree
 from prime_ci.session.log import SessionFile, read_session
 from prime_ci.session.read import parts_text
+
+INTERRUPTED = "[the run was interrupted before this cell finished; its effects are unknown]"
 
 
 @dataclass
@@ -54,38 +58,44 @@ def _provider_message(msg: dict[str, Any]) -> dict[str, Any]:
     return {"role": role, "content": parts_text(msg["content"])}
 
 
+def _context_message(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """What an entry contributes to the model's context: messages and host messages; bookkeeping nothing."""
+    kind = entry.get("type")
+    if kind == "message":
+        return _provider_message(entry["message"])
+    if kind == "custom_message":
+        return {"role": "user", "content": parts_text(entry["content"])}
+    return None
+
+
 def rebuild(session: SessionFile) -> ResumeState:
-    """The provider conversation (without the system prompt) and the counters, from the log entries."""
+    """The provider conversation (without the system prompt) and the counters, from the log entries.
+
+    prime-ci writes one linear branch, so the file order is the path from the root to the leaf.
+    """
     state = ResumeState(session)
-    messages: list[dict[str, Any]] = []
-    ids: list[str | None] = []
-    cut: int | None = None
-    for entry in session.entries:
-        kind = entry.get("type")
-        if kind == "message":
-            msg = entry["message"]
-            messages.append(_provider_message(msg))
-            ids.append(entry["id"])
-            state.replayed_replies += msg["role"] == "assistant"
-        elif kind == "custom_message":
-            if entry.get("customType") == "compaction_summary" and cut is not None:
-                keep = 1  # the compactor keeps the system prompt (not logged) and the task
-                summary = {"role": "user", "content": parts_text(entry["content"])}
-                messages = [*messages[:keep], summary, *messages[cut:]]
-                ids = [*ids[:keep], entry["id"], *ids[cut:]]
-                cut = None
-            else:
-                messages.append({"role": "user", "content": parts_text(entry["content"])})
-                ids.append(entry["id"])
-        elif kind == "compaction":
-            first = entry.get("firstKeptEntryId")
-            cut = ids.index(first) if first in ids else len(ids)
-        elif kind == "custom":
+    path = session.entries
+    start, tail = 0, path
+    head: list[tuple[dict[str, Any], str | None]] = []
+    compactions = [i for i, e in enumerate(path) if e.get("type") == "compaction"]
+    if compactions:
+        at = compactions[-1]
+        compaction = path[at]
+        head = [(summary_message(str(compaction.get("summary", ""))), compaction["id"])]
+        first = compaction.get("firstKeptEntryId")
+        start = next((i for i, e in enumerate(path[:at]) if e.get("id") == first), at)
+        tail = path[start:at] + path[at + 1:]
+    kept = head + [(m, e["id"]) for e in tail if (m := _context_message(e)) is not None]
+    messages = [m for m, _ in kept]
+    ids: list[str | None] = [i for _, i in kept]
+    for entry in path:
+        if entry.get("type") == "message":
+            state.replayed_replies += entry["message"]["role"] == "assistant"
+        elif entry.get("type") == "custom":
             _count(state, entry.get("customType"), entry.get("data") or {})
     pending = {c["id"] for m in messages[-1:] for c in m.get("tool_calls") or []}
-    for call_id in sorted(pending):
-        messages.append({"role": "tool", "tool_call_id": call_id,
-                         "content": "[the run was interrupted before this cell finished; its effects are unknown]"})
+    for call_id in sorted(pending):  # no entry yet: the resumed run logs these answers
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": INTERRUPTED})
         ids.append(None)
     state.messages, state.ids = messages, ids
     state.wall_spent = _wall_spent(session)
@@ -135,6 +145,9 @@ def plan(out: Path, *, salvage: bool) -> ResumePlan:
     if not path.is_file():
         raise ConfigError(f"resume: {path} not found")
     session = read_session(path, strict=not salvage)
+    # entries another program (Prime Agent) appended continue the conversation elsewhere: refused before anything
+    # is swept or re-created (exit 2, its own reason, not "corrupt")
+    session.check_no_foreign_suffix()
     stop = session.last_custom("prime_ci.stop")
     info = session.last_custom("prime_ci.run")
     if info is None or "config" not in info:

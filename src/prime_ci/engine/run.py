@@ -15,9 +15,10 @@ from typing import Any
 from prime_ci.artifacts import report
 from prime_ci.artifacts.notebook import NotebookWriter
 from prime_ci.artifacts.schemas import result_json
+from prime_ci.children import auth
 from prime_ci.children.family import Family
 from prime_ci.engine import finish
-from prime_ci.engine.agent import Agent, Conversation
+from prime_ci.engine.agent import Agent, Conversation, log_model
 from prime_ci.engine.budget import Budget, Limits
 from prime_ci.engine.compact import Compactor
 from prime_ci.engine.environment import environment_section, project_vars, run_setup
@@ -32,16 +33,16 @@ from prime_ci.gates.judge import Judge
 from prime_ci.gates.junit import github_annotations
 from prime_ci.isolation import procs, redact
 from prime_ci.isolation.sandbox import scrubbed_env
-from prime_ci.isolation.untrusted import fence
-from prime_ci.isolation.worktree import GitError
+from prime_ci.isolation.untrusted import clean_terminal_text, fence
+from prime_ci.isolation.worktree import GitError, is_url
 from prime_ci.kernel.api import PRELOAD
 from prime_ci.kernel.bridge import Bridge, Handler, Refused
 from prime_ci.kernel.client import CellResult, Kernel, KernelConfig, cell_text
 from prime_ci.model.routes import (
     ReplayModel,
+    child_model,
     completion_limit,
     context_window,
-    make_model,
     model_options,
     prices,
     token_counter,
@@ -64,7 +65,8 @@ class Run:
     log: SessionLog = field(init=False)
     judge: Judge = field(init=False)
     kernel: Kernel | None = None
-    bridge: Bridge = field(default_factory=Bridge)
+    bridge: Bridge = field(default_factory=Bridge)  # the root kernel's
+    child_bridge: Bridge = field(default_factory=Bridge)  # the rlm children's hosts'
     family: Family | None = None
     resume: ResumeState | None = None
     salvage: bool = False
@@ -77,6 +79,7 @@ class Run:
     marker: str = field(default_factory=lambda: entry_id() + entry_id())
     gate_env: dict[str, str] = field(default_factory=dict)
     setup: list[SetupOutcome] = field(default_factory=list)
+    ignored_before: dict[str, tuple[int, int]] = field(default_factory=dict)  # ignored files before the kernel
 
     async def execute(self) -> dict[str, Any]:
         cfg, wt = self.prep.cfg, self.prep.worktree
@@ -87,14 +90,17 @@ class Run:
         self.budget = Budget(Limits(cfg.max_turns, cfg.max_tokens, cfg.max_wall, cfg.max_cost, completion),
                              pricing=lambda model: prices(model, options.price))
         if self.resume is None:  # creates --out; an unusable --out is a PersistenceError (exit 6)
-            self.log = SessionLog.create(self.prep.out / "session.jsonl", cwd=str(wt.path))
+            self.log = SessionLog.create(self.prep.out / "session.jsonl", cwd=session_cwd(wt.source))
         else:
             self.log = SessionLog.open_for_append(self.prep.out / "session.jsonl", salvage=self.salvage)
             self.budget.restore(self.resume.usage, self.resume.wall_spent)
         harness = self.prep.harness
         env = scrubbed_env(wt.root / "home", cfg.pass_env, project_vars(self.prep, {
             "PRIME_CI_BRIDGE": str(self.bridge.path), RUN_MARKER: self.marker}))
-        gate_env = {k: v for k, v in env.items() if k != "PRIME_CI_BRIDGE"}
+        # gates read bytecode only from a cache outside the worktree: a forged __pycache__/*.pyc with the
+        # source's mtime and size cannot stand in for the source the patch shows
+        gate_env = {k: v for k, v in env.items() if k != "PRIME_CI_BRIDGE"} | {
+            "PYTHONPYCACHEPREFIX": str(wt.root / "gate-pycache")}
         sandbox = self.prep.sandbox
         if sandbox is not None:
             for d in ("kernel", "child-runs"):
@@ -144,9 +150,7 @@ class Run:
     async def _work(self, env: dict[str, str]) -> Stop:
         cfg, wt = self.prep.cfg, self.prep.worktree
         if self.resume is None:
-            self.log.append("model_change", provider=self.prep.model.name.split("/")[0],
-                            modelId=self.prep.model.name)
-        if self.resume is None:
+            log_model(self.log, self.prep.model.name)
             self.log.custom("prime_ci.run", {
                 "run_id": self.prep.run_id, "task": cfg.task_text(), "base_commit": wt.base_commit,
                 "budgets": self.budget.limits_dict(), "gates": [g.model_dump() for g in self.prep.gates],
@@ -158,12 +162,14 @@ class Run:
             self.log.custom("prime_ci.resume", {"entries_before": len(self.resume.session.entries),
                                                 "wall_spent_s": round(self.resume.wall_spent, 3)})
         await self.bridge.start()
+        await self.child_bridge.start()
         child_env = {k: v for k, v in env.items() if k != "PRIME_CI_BRIDGE"}
         self.family = Family(self.log, self.prep.out, wt, self.budget, self.prep.model,
-                             lambda name: make_model(name, api_base=cfg.api_base, options=model_options(cfg)),
-                             child_env, str(self.bridge.path),
+                             lambda name: child_model(name, self.prep.model.name, cfg.api_base, model_options(cfg)),
+                             child_env, str(self.child_bridge.path),
                              cfg.max_depth, cfg.max_children, cfg.max_turns, cfg.cell_timeout, self.say,
-                             sandbox=self.prep.sandbox, subagent=self.prep.harness.subagent)
+                             sandbox=self.prep.sandbox, subagent=self.prep.harness.subagent,
+                             session_cwd=session_cwd(wt.source))
         self._register()
         if self.prep.setup and (failed := await self._setup()) is not None:
             return failed
@@ -172,6 +178,7 @@ class Run:
         self.kernel = Kernel(KernelConfig(cwd=wt.path, env=env, run_dir=wt.root, preload=preload,
                                           snapshot_dir=wt.root / "kernel" / "state",
                                           wrap=self.prep.sandbox.wrap if self.prep.sandbox else None))
+        self.ignored_before = await asyncio.to_thread(wt.ignored_files)
         await self.kernel.start()
         self.say(f"kernel ready in {time.monotonic() - started:.1f}s (pid {self.kernel.pid})")
         agent = Agent(self.prep.model, self.kernel, self.budget, self.log, self._turn_end, cfg.cell_timeout,
@@ -183,7 +190,8 @@ class Run:
         self.say(f"context window {window} tokens ({source})")
         agent.compactor = Compactor(self.prep.model, self.budget, self.log, window)
         agent.conversation = Conversation(counter=token_counter(self.prep.model))
-        self.agent = agent
+        agent.task = clean_terminal_text(cfg.task_text())
+        self.agent = self.family.agent = agent
         agent.conversation.add({"role": "system", "content": base_prompt() + environment_section(self.prep, self.setup)
                                 + self.prep.harness.prompt_section()})
         if self.resume is not None:
@@ -215,7 +223,7 @@ class Run:
 
     def _begin(self, agent: Agent) -> None:
         cfg = self.prep.cfg
-        agent.say("prime_ci.task", cfg.task_text())
+        agent.give_task(cfg.task_text())
         if cfg.untrusted_file is not None:
             self.log.custom("prime_ci.untrusted", {"file": cfg.untrusted_file.name})
             text = cfg.untrusted_file.read_text(encoding="utf-8", errors="replace")
@@ -224,7 +232,10 @@ class Run:
     async def _continue(self, agent: Agent, state: ResumeState) -> None:
         """Resume: the logged conversation again (not re-logged), the kernel's snapshot, a note to the model."""
         for message, eid in zip(state.messages, state.ids, strict=True):
-            agent.conversation.add(message, eid)
+            if eid is None:  # a call the interruption left unanswered: its answer is logged with the rest
+                agent.answer_unanswered(message["tool_call_id"], message["content"])
+            else:
+                agent.conversation.add(message, eid)
         self.judge.rounds, self.judge.failed_rounds = state.gate_rounds, state.failed_rounds
         if isinstance(self.prep.model, ReplayModel):
             self.prep.model.position = state.replayed_replies
@@ -299,12 +310,17 @@ class Run:
         handlers: dict[str, Handler] = {
             "compact.run": compact_run, "compact.status": compact_status, "history": history,
             "gates.last": gates_last, "gates.run": gates_run, "goal.get": goal_get, "goal.complete": goal_complete,
-            "rlm.spawn": fam.spawn, "rlm.list": fam.list_children, "agent_message.send": fam.send,
-            "child.model": fam.model_call, "child.inbox": fam.inbox, "child.event": fam.event,
+            "rlm.spawn": auth.as_root(fam.spawn), "rlm.list": auth.as_root(fam.list_children),
+            "agent_message.send": auth.as_root(fam.send),
         }
         handlers.update(self.prep.harness.handlers(self.log))
         for op, fn in handlers.items():
             self.bridge.register(op, fn)
+        # the children's hosts talk to the root on a bridge of their own, in a private directory the sandboxed
+        # kernels cannot see: every request there must carry a child's id and token
+        for op, fn in {"rlm.spawn": fam.spawn, "rlm.list": fam.list_children, "agent_message.send": fam.send,
+                       "child.model": fam.model_call, "child.inbox": fam.inbox, "child.event": fam.event}.items():
+            self.child_bridge.register(op, auth.as_child(fn))
 
     async def _finish(self) -> dict[str, Any]:
         """Stop everything, settle the outcome, write the artifacts; the worktree goes whatever happens."""
@@ -334,6 +350,7 @@ class Run:
             else:
                 await self.kernel.shutdown()
         await self.bridge.close()
+        await self.child_bridge.close()
         if leftovers := procs.sweep(f"{RUN_MARKER}={self.marker}".encode()):
             self.say(f"killed {leftovers} leftover process(es) of this run")
 
@@ -343,10 +360,15 @@ class Run:
         flags: list[str] = []
         try:
             patch, changed = wt.diff()
+            hidden = protect.hidden_changes(self.ignored_before, wt.ignored_files())
         except GitError as exc:
-            patch, changed = "", []
+            patch, changed, hidden = "", [], []
             flags.append(f"diff unavailable: {exc}")
+            if self.stop.reason is StopReason.COMPLETED:  # a verdict without its patch is never a success
+                self.stop = Stop(StopReason.PERSISTENCE_ERROR, f"the patch could not be produced: {exc}")
         verdict = protect.check(wt, changed, cfg.gates_file, cfg.allow_protected)
+        hidden = [p for p in hidden if not protect.allowed(p, cfg.allow_protected)]
+        verdict.protected += [f"{p} (hidden from the patch by .gitignore)" for p in hidden]
         flags += verdict.flags()
         if redact.contains_secret(patch) and self.stop.reason is not StopReason.INTERRUPTED:
             self.stop = Stop(StopReason.SECURITY_STOP, "a registered secret (or an encoding of one) is in the patch")
@@ -371,6 +393,12 @@ class Run:
         )
 
 
+def session_cwd(source: str) -> str:
+    """The session header's ``cwd``: the repository the run was made for (the worktree is gone after it), or
+    the invocation directory for a URL."""
+    return os.getcwd() if is_url(source) else source
+
+
 def _in_actions() -> bool:
     return os.environ.get("GITHUB_ACTIONS") == "true"
 
@@ -384,6 +412,8 @@ def execute(prep: Prepared, say: Say, *, resume: ResumeState | None = None, salv
     except PersistenceError:  # the session log could not be started: no artifacts, one line on stderr
         if not prep.cfg.keep_worktree:
             prep.worktree.remove()
+        for bridge in (run.bridge, run.child_bridge):  # their private socket directories
+            asyncio.run(bridge.close())
         raise
     finally:
         procs.reap_orphans()  # the event loop (and its child watcher) is gone: collect adopted zombies

@@ -59,6 +59,10 @@ def check(wt: Worktree, changed: list[str], gate_files: list[str], allow: list[s
     return verdict
 
 
+def allowed(path: str, allow: list[str]) -> bool:
+    return _match(path, allow)
+
+
 def hidden_changes(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> list[str]:
     """Ignored files the run created or changed that can steer the tests (a conftest.py hidden by a new
     .gitignore line, a shadowing module): the patch would not show them, yet the gates ran with them."""

@@ -197,23 +197,27 @@ def _entry_text(entry: dict[str, Any]) -> str | None:
     if kind == "message":
         msg = entry.get("message") or {}
         role = msg.get("role", "?")
+        if role == "bashExecution":  # Prime Agent's `!cmd`: a shell command the user ran, and its output
+            return f"[{eid}] shell: $ {msg.get('command', '')}\n{_clip(str(msg.get('output', '')), TOOL_CLIP)}"
         clip = TOOL_CLIP if role == "toolResult" else 4000
-        return f"[{eid}] {role}: {_parts(msg.get('content'), clip)}"
+        return f"[{eid}] {role}: {_parts(msg.get('content', msg.get('summary')), clip)}"
     if kind == "custom_message":
         return f"[{eid}] {entry.get('customType', 'message')}: {_clip(str(entry.get('content', '')), TOOL_CLIP)}"
     if kind == "custom":
         data = json.dumps(entry.get("data"), ensure_ascii=False)
         return f"[{eid}] ({entry.get('customType', 'custom')}) {_clip(data, 600)}"
-    if kind == "compaction":
-        return f"[{eid}] compaction summary: {_clip(str(entry.get('summary', '')), 4000)}"
+    if kind in ("compaction", "branch_summary"):
+        what = "compaction" if kind == "compaction" else "abandoned branch"
+        return f"[{eid}] {what} summary: {_clip(str(entry.get('summary', '')), 4000)}"
     if kind == "model_change":
         return f"[{eid}] (model {entry.get('modelId', '?')})"
     return None
 
 
 def condense(session: SessionFile, limit: int = TRAJECTORY_LIMIT) -> str:
-    """The session as text, every entry with its id; the most recent entries are kept within ``limit``."""
-    blocks = [text for entry in session.entries if (text := _entry_text(entry)) is not None]
+    """The session's active branch as text, every entry with its id; the most recent entries are kept within
+    ``limit``. Branches abandoned in the session tree (Prime Agent's ``/tree``) are left out."""
+    blocks = [text for entry in session.active_path() if (text := _entry_text(entry)) is not None]
     kept: list[str] = []
     used = 0
     for block in reversed(blocks):
@@ -304,7 +308,7 @@ async def refine(
     ``BudgetExhausted``, and nothing is recorded, when the budget cannot fit it.
     """
     session = read_session(session_path)
-    session_ids = {e["id"] for e in session.entries if isinstance(e.get("id"), str)}
+    session_ids = {e["id"] for e in session.active_path() if isinstance(e.get("id"), str)}  # what condense shows
     meter = budget if budget is not None else Budget(Limits())
     reply = await meter.call(model, build_request(store, session, instructions), [REFINE_TOOL], turn=False,
                              max_tokens=max_tokens, timeout=timeout)

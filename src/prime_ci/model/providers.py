@@ -244,7 +244,7 @@ class OpenAICompatModel(RetryingModel):
             data = response.json()
             choice = data["choices"][0]
             message = choice["message"]
-        except (ValueError, KeyError, IndexError, TypeError):
+        except (ValueError, KeyError, IndexError, TypeError, RecursionError):  # RecursionError: nested too deep
             raise ProviderError(f"malformed response body: {response.text[:200]!r}") from None
         calls = [ToolCall(c.get("id") or f"call_{i}", c["function"].get("name") or "",
                           c["function"].get("arguments") or "")
@@ -294,7 +294,7 @@ def _error_text(body: str) -> str:
 
 
 class ReplayModel:
-    """Replays the assistant messages of a recorded session, in order; no provider, no key."""
+    """Replays the assistant messages of a recorded session's active branch, in order; no provider, no key."""
 
     def __init__(self, path: Path) -> None:
         from prime_ci.session.log import read_session
@@ -303,7 +303,9 @@ class ReplayModel:
             raise ConfigError(f"replay session not found: {path}")
         session = read_session(path)
         self.name = f"replay:{path.name}"
-        self._replies = [m for m in session.messages() if m.get("role") == "assistant"]
+        self._replies = [e["message"] for e in session.active_path()
+                         if e.get("type") == "message" and isinstance(e.get("message"), dict)
+                         and e["message"].get("role") == "assistant"]
         if not self._replies:
             raise ConfigError(f"replay session has no assistant messages: {path}")
         self.position = 0

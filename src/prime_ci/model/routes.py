@@ -302,6 +302,17 @@ def known_provider(name: str) -> bool:
     return provider in {str(getattr(p, "value", p)) for p in litellm_module().provider_list}
 
 
+def child_model(name: str, root: str, api_base: str | None, options: ModelOptions) -> Model:
+    """A model an rlm child asks for: one of the operator's provider (the credentials and endpoint the root
+    model was given), never a replay file of the kernel's choosing."""
+    provider = "replay" if root.startswith("replay:") else root.split("/", 1)[0]
+    asked = "replay" if name.startswith("replay:") else name.split("/", 1)[0]
+    if name != root and (asked == "replay" or asked != provider):
+        raise ConfigError(f"only models of the run's provider ({provider}/...) may be used by a child; {name!r} is "
+                          "not (its key or endpoint was not given to this run)")
+    return make_model(name, api_base=api_base, options=options)
+
+
 def make_model(name: str, *, api_base: str | None = None, policy: RetryPolicy | None = None,
                options: ModelOptions = ModelOptions()) -> Model:
     """``replay:FILE``; ``openai/M`` with ``--api-base``: the direct OpenAI-compatible route (unless

@@ -2,13 +2,20 @@
 
 One record is one ``os.write`` of a complete JSON line on an ``O_APPEND`` descriptor, so a process crash
 can at worst tear the last line. Every record carries ``seq`` (header 0, then +1) and a ``crc32`` of its
-own bytes, so a reader tells a torn tail from an edited, duplicated, reordered or NUL-filled middle.
+value, so a reader tells a torn tail from an edited, duplicated, reordered or NUL-filled middle. The crc32 is
+computed over a canonical form of the record (``session.crc``: the parsed value without ``crc32``, keys
+sorted, strings ASCII-escaped, every number as the double it denotes with integral values as plain integers,
+non-finite ones as null), so a writer that parses and prints the record again (JavaScript prints ``0.0`` as
+``0`` and ``4.5e-05`` as ``0.000045``) keeps it valid; lines from earlier prime-ci versions, whose crc32
+covers their raw bytes, still read. Records are plain JSON a JavaScript reader parses: a non-finite float is
+written as null, as ``JSON.stringify`` would.
 Records are written immediately (durable across a process crash) and ``fdatasync``-ed at commit points.
 A failed write or fsync is fatal (``PersistenceError``) and never retried: after a failed fsync the kernel
 may have dropped the dirty pages, so "retry and continue" would claim durability it does not have.
 
 Resume (``open_for_append``) repairs the tail only: a fragment moves to ``<log>.torn``, a complete record
-missing its newline gets it. Damage in the middle raises ``LogCorruptError`` unless ``salvage=True``.
+missing its newline gets it. Damage in the middle raises ``LogCorruptError`` unless ``salvage=True``; entries
+another program appended (``SessionFile.foreign_suffix``) raise ``ForeignSuffixError``, even with salvage.
 One writer per log: an exclusive ``flock`` on ``<log>.lock``, which the kernel drops when its owner dies.
 """
 
@@ -22,7 +29,6 @@ import secrets
 import socket
 import time
 import uuid
-import zlib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,10 +37,19 @@ from prime_ci.artifacts import durable
 from prime_ci.errors import LogCorruptError, PersistenceError
 from prime_ci.isolation.redact import redact
 from prime_ci.isolation.untrusted import clean_json
-from prime_ci.session.read import SALVAGE_TYPE, VERSION, SessionFile, read_session, read_side_file, scan_log
+from prime_ci.session.crc import record_crc, record_text
+from prime_ci.session.read import (
+    SALVAGE_TYPE,
+    VERSION,
+    ForeignSuffixError,
+    SessionFile,
+    read_session,
+    read_side_file,
+    scan_log,
+)
 
-__all__ = ["SALVAGE_TYPE", "VERSION", "SessionFile", "SessionLog", "entry_id", "now_iso", "read_session",
-           "read_side_file", "uuid7"]
+__all__ = ["SALVAGE_TYPE", "VERSION", "ForeignSuffixError", "SessionFile", "SessionLog", "entry_id", "now_iso",
+           "read_session", "read_side_file", "uuid7"]
 
 CRASH_POINTS = ("before_write", "after_write", "after_sync", "after_side_save")
 
@@ -250,6 +265,8 @@ class SessionLog:
         damage = scan.first_damage()
         if damage is not None and not salvage:
             raise LogCorruptError(str(path), *damage)
+        if scan.foreign:
+            raise scan.foreign_error(path)
         entries = [entry for _, _, entry in scan.good]
         fragment = bool(scan.tail) and scan.tail_entry is None
         if fragment:
@@ -262,7 +279,7 @@ class SessionLog:
                             "damaged middle (salvage)")
             kept = b"".join(data[start:end] for start, end, _ in scan.good)
             kept += scan.tail + b"\n" if scan.tail_entry is not None else b""
-            durable.write(path, kept, redacted=True)  # verbatim: every record's crc32 covers its bytes
+            durable.write(path, kept, redacted=True)  # the kept records byte for byte
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         except OSError as exc:
@@ -328,8 +345,8 @@ class SessionLog:
         self._check_usable()
         entry["seq"] = self.seq + 1
         # Lone surrogates become \\udcxx escapes inside their JSON string: still valid JSON and UTF-8.
-        body = redact(json.dumps(entry, ensure_ascii=False, separators=(",", ":"))).encode("utf-8", "backslashreplace")
-        data = body[:-1] + b',"crc32":"%08x"}\n' % zlib.crc32(body)
+        body = redact(record_text(entry)).encode("utf-8", "backslashreplace")
+        data = body[:-1] + b',"crc32":"%s"}\n' % record_crc(body).encode()
         if _CRASH:
             _crash_point("before_write")
         try:

@@ -1,7 +1,14 @@
-"""Reading session logs: one linear pass that classifies every line (valid, damaged, torn tail).
+"""Reading session logs: one linear pass that classifies every line (valid, damaged, torn tail, foreign).
 
 Used read-only by ``read_session`` (display, replay, refine) and by ``SessionLog.open_for_append`` to decide
 what to repair. Arbitrary bytes yield valid records, a report of what is wrong, or ``LogCorruptError``.
+
+A log prime-ci wrote (its header carries ``crc32``) checks every record's checksum (``session.crc``) and
+``seq``. Another program that continues the file, as Prime Agent does when it resumes a prime-ci session,
+appends entries without either: such a *foreign suffix* (records without ``crc32`` or ``seq`` after the last
+checksummed one, each with a new ``id`` and a ``parentId`` naming an earlier entry, or null for a new root)
+is read as entries and reported in ``SessionFile.foreign_suffix``, not as damage. The suffix ends the file
+(a torn fragment aside): a record without ``crc32`` that any other line follows is damage ("crc32 missing").
 """
 
 from __future__ import annotations
@@ -16,7 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prime_ci.errors import LogCorruptError
+from prime_ci.errors import ConfigError, LogCorruptError
+from prime_ci.session.crc import record_crc
+from prime_ci.session.tree import Branches, branches
 
 VERSION = 3
 SALVAGE_TYPE = "prime_ci.salvage"
@@ -39,42 +48,66 @@ class _Bad(Exception):
     pass
 
 
-def _parse(raw: bytes, need_crc: bool) -> dict[str, Any]:
-    """One record, fully checked, or ``_Bad`` with the reason."""
+def _parse(raw: bytes) -> dict[str, Any]:
+    """One record, its checksum verified when it carries one, or ``_Bad`` with the reason."""
     if b"\0" in raw:
         raise _Bad(f"{raw.count(0)} NUL bytes")
     try:
-        obj = json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        obj = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise _Bad(f"invalid JSON: {str(exc)[:100]}") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
         raise _Bad("not a session entry")
     if "crc32" in obj:
-        # The crc covers the line as serialised without its crc field: everything before the suffix, plus "}".
-        match = _CRC_SUFFIX.fullmatch(raw, max(0, len(raw) - 20))
-        if match is None or obj["crc32"] != match[1].decode():
-            raise _Bad("crc32 field is not the last field")
-        if zlib.crc32(raw[: match.start()] + b"}") != int(match[1], 16):
+        try:
+            valid = obj["crc32"] == record_crc(text) or _legacy_crc_ok(raw, obj["crc32"])
+        except (ValueError, RecursionError):
+            valid = False
+        if not valid:
             raise _Bad("crc32 mismatch")
-    elif need_crc:
-        raise _Bad("crc32 missing")
     seq = obj.get("seq")
     if seq is not None and (type(seq) is not int or seq < 0):
         raise _Bad(f"invalid seq {str(seq)[:20]}")
     return obj
 
 
+def _legacy_crc_ok(raw: bytes, crc: Any) -> bool:
+    """Records written before the canonical checksum: crc32 of the line's own bytes up to a final ``crc32``."""
+    match = _CRC_SUFFIX.fullmatch(raw, max(0, len(raw) - 20))
+    return (match is not None and crc == match[1].decode()
+            and zlib.crc32(raw[: match.start()] + b"}") == int(match[1], 16))
+
+
+class ForeignSuffixError(ConfigError):
+    """The log ends with entries another program (Prime Agent) appended after prime-ci's last record; prime-ci
+    does not continue a conversation another agent has taken over (exit 2: nothing was started or changed)."""
+
+    def __init__(self, path: str, count: int, offset: int, first_id: str) -> None:
+        super().__init__(
+            f"{path}: another program appended {count} entr{'y' if count == 1 else 'ies'} (without checksums, "
+            f"from byte {offset}, first id {first_id}) after prime-ci's last record; prime-ci does not continue "
+            "a session another agent has taken over. Inspect it with `prime-ci show`; continue it with the program "
+            "that wrote them.")
+        self.path = path
+        self.count = count
+        self.offset = offset
+        self.first_id = first_id
+
+
 @dataclass
 class LogScan:
     header: dict[str, Any] | None = None
     good: list[tuple[int, int, dict[str, Any]]] = field(default_factory=list)  # start, end (after \n), entry
-    bad: list[tuple[int, int, str]] = field(default_factory=list)  # start, end, reason
+    bad: list[tuple[int, int, str]] = field(default_factory=list)  # start, end, reason; in file order
     gaps: list[tuple[int, int, int]] = field(default_factory=list)  # offset of the record after, seq before, seq
     accepted: set[tuple[int, int]] = field(default_factory=set)  # gaps declared by a salvage record
     tail_offset: int = 0
     tail: bytes = b""
     tail_entry: dict[str, Any] | None = None  # the tail is a complete record missing only its newline
     nul_runs: list[tuple[int, int]] = field(default_factory=list)
+    foreign: list[tuple[int, int, dict[str, Any]]] = field(default_factory=list)  # another writer's suffix
+    checksummed: bool = False  # the header carries crc32: prime-ci wrote this log
 
     def open_gaps(self) -> list[tuple[int, int, int]]:
         return [g for g in self.gaps if (g[1], g[2]) not in self.accepted]
@@ -93,28 +126,42 @@ class LogScan:
                 spans.append([start, end])
         return [(start, end - start) for start, end in spans]
 
+    def foreign_error(self, path: Path | str) -> ForeignSuffixError:
+        start, _, entry = self.foreign[0]
+        return ForeignSuffixError(str(path), len(self.foreign), start, str(entry.get("id")))
+
+
+def _bad_line(scan: LogScan, nul_starts: list[int], start: int, end: int, reason: str) -> None:
+    i = bisect.bisect_left(nul_starts, start)
+    nul = f" at byte {nul_starts[i]}" if i < len(nul_starts) and nul_starts[i] < end else ""
+    scan.bad.append((start, end, f"{reason}{nul}"))
+
 
 def scan_log(data: bytes) -> LogScan:
     """Classify every line of a log in one linear pass."""
     scan = LogScan(nul_runs=[(m.start(), m.end() - m.start()) for m in _NULS.finditer(data)] if b"\0" in data else [])
     *lines, scan.tail = data.split(b"\n")
-    offset, prev, need_crc = 0, -1, False
+    offset, prev = 0, -1
     nul_starts = [start for start, _ in scan.nul_runs]
+    pending: list[tuple[int, int, dict[str, Any]]] = []  # records without crc32 since the last checksummed one
     for raw in lines:
         start, offset = offset, offset + len(raw) + 1
         try:
-            entry = _parse(raw, need_crc)
+            entry = _parse(raw)
+            if scan.checksummed and "crc32" not in entry:
+                pending.append((start, offset, entry))
+                continue
             seq = entry.get("seq")
-            if seq is not None and prev >= 0 and seq <= prev:
+            if scan.checksummed and seq is not None and prev >= 0 and seq <= prev:
                 raise _Bad(f"seq {seq} after {prev}: duplicated or reordered record")
         except _Bad as exc:
-            i = bisect.bisect_left(nul_starts, start)
-            nul = f" at byte {nul_starts[i]}" if i < len(nul_starts) and nul_starts[i] < offset else ""
-            scan.bad.append((start, offset, f"{exc}{nul}"))
+            _bad_line(scan, nul_starts, start, offset, str(exc))
+            pending = _not_a_suffix(scan, nul_starts, pending)
             continue
+        pending = _not_a_suffix(scan, nul_starts, pending)
         if not scan.good and entry["type"] == "session":
-            scan.header, need_crc = entry, "crc32" in entry
-        if seq is not None:
+            scan.header, scan.checksummed = entry, "crc32" in entry
+        if scan.checksummed and seq is not None:
             if prev >= 0 and seq > prev + 1:
                 scan.gaps.append((start, prev, seq))
             prev = seq
@@ -128,18 +175,52 @@ def scan_log(data: bytes) -> LogScan:
     scan.tail_offset = offset
     if scan.tail:
         with contextlib.suppress(_Bad):
-            entry = _parse(scan.tail, need_crc)
+            entry = _parse(scan.tail)
             seq = entry.get("seq")
-            if seq is None or prev < 0 or seq == prev + 1:
+            if scan.checksummed and "crc32" not in entry:
+                pending.append((offset, offset + len(scan.tail), entry))
                 scan.tail_entry = entry
+            elif not scan.checksummed or seq is None or prev < 0 or seq == prev + 1:
+                scan.tail_entry = entry
+                pending = _not_a_suffix(scan, nul_starts, pending)
         if not scan.good and scan.tail_entry is not None and scan.tail_entry["type"] == "session":
             scan.header = scan.tail_entry
+    _foreign_suffix(scan, pending, nul_starts)
+    scan.bad.sort()
     return scan
+
+
+def _not_a_suffix(scan: LogScan, nul_starts: list[int], pending: list[tuple[int, int, dict[str, Any]]]) -> list[Any]:
+    """Records without crc32 that another line follows: not a suffix another writer appended, but damage."""
+    for start, end, _ in pending:
+        _bad_line(scan, nul_starts, start, end, "crc32 missing")
+    return []
+
+
+def _foreign_suffix(scan: LogScan, pending: list[tuple[int, int, dict[str, Any]]], nul_starts: list[int]) -> None:
+    """Keep the crc-less records after the last checksummed one that continue the entry tree; the rest is damage."""
+    known = {e["id"] for _, _, e in scan.good if isinstance(e.get("id"), str)}
+    for start, end, entry in pending:
+        eid, parent = entry.get("id"), entry.get("parentId", "")
+        if "seq" in entry:
+            reason = "crc32 missing"
+        elif not isinstance(eid, str) or not eid or eid in known:
+            reason = "crc32 missing, and no new id"
+        elif parent is not None and parent not in known:
+            reason = f"crc32 missing, and parentId {str(parent)[:40]!r} names no earlier entry"
+        else:
+            known.add(eid)
+            scan.foreign.append((start, end, entry))
+            continue
+        if entry is scan.tail_entry:
+            scan.tail_entry = None  # a record that is neither ours nor a continuation: the tail is a fragment
+        else:
+            _bad_line(scan, nul_starts, start, end, reason)
 
 
 @dataclass
 class SessionFile:
-    """A parsed session: header, entries, and what was wrong with the file."""
+    """A parsed session: header, entries (in file order), and what was wrong with the file."""
 
     header: dict[str, Any]
     entries: list[dict[str, Any]]
@@ -148,10 +229,35 @@ class SessionFile:
     seq_gaps: list[tuple[int, int, int]] = field(default_factory=list)  # (offset, seq before, seq after), undeclared
     nul_runs: list[tuple[int, int]] = field(default_factory=list)  # (offset, length) anywhere in the file
     unterminated: bool = False  # the last entry is complete but lacks its newline
+    foreign_suffix: list[dict[str, Any]] = field(default_factory=list)  # the last entries, appended by another
+    foreign_offset: int | None = None  # byte offset of the first of them
+    checksummed: bool = False  # prime-ci wrote the log (its header carries crc32)
+    path: Path | None = None
+
+    @property
+    def foreign_start(self) -> int:
+        """Index in ``entries`` of the first entry of the foreign suffix (``len(entries)`` without one)."""
+        return len(self.entries) - len(self.foreign_suffix)
+
+    def check_no_foreign_suffix(self) -> None:
+        """Raise ``ForeignSuffixError`` when another program continued the log after prime-ci's last record."""
+        if self.foreign_suffix:
+            first = self.foreign_suffix[0]
+            raise ForeignSuffixError(str(self.path), len(self.foreign_suffix), self.foreign_offset or 0,
+                                     str(first.get("id")))
+
+    def branches(self) -> Branches:
+        """The active branch and the entries off it, as indices into ``entries`` (``session.tree``)."""
+        return branches(self.entries)
+
+    def active_path(self) -> list[dict[str, Any]]:
+        """The entries of the active branch, root first: the leaf (the last entry of the file) and its ancestors."""
+        return [self.entries[i] for i in self.branches().path]
 
     def messages(self) -> Iterator[dict[str, Any]]:
-        for entry in self.entries:
-            if entry.get("type") == "message":
+        """The messages of the active branch, in order."""
+        for entry in self.active_path():
+            if entry.get("type") == "message" and isinstance(entry.get("message"), dict):
                 yield entry["message"]
 
     def last_custom(self, custom_type: str) -> dict[str, Any] | None:
@@ -174,7 +280,9 @@ def read_session(path: Path, *, strict: bool = False) -> SessionFile:
 
     Damage in the middle (a malformed, NUL-filled, crc-mismatched, duplicated or reordered line, or missing
     records) is not a process crash: with ``strict`` that raises ``LogCorruptError`` naming the offset;
-    otherwise it is reported (``bad_lines``, ``seq_gaps``, ``nul_runs``) and skipped, for display.
+    otherwise it is reported (``bad_lines``, ``seq_gaps``, ``nul_runs``) and skipped, for display. Entries
+    another program appended after prime-ci's last record are not damage: they are read, and also listed in
+    ``foreign_suffix`` (``check_no_foreign_suffix`` refuses them for a caller about to continue the log).
     """
     scan = scan_log(path.read_bytes())
     if strict:
@@ -183,8 +291,10 @@ def read_session(path: Path, *, strict: bool = False) -> SessionFile:
         if (damage := scan.first_damage()) is not None:
             raise LogCorruptError(str(path), *damage)
     entries = [entry for _, _, entry in scan.good]
-    if scan.tail_entry is not None:
+    if scan.tail_entry is not None and not scan.foreign:
         entries.append(scan.tail_entry)
+    foreign = [entry for _, _, entry in scan.foreign]
+    entries += foreign
     header = scan.header
     if header is None:
         header = {"type": "session", "version": VERSION, "id": "", "timestamp": "", "cwd": ""}
@@ -192,4 +302,6 @@ def read_session(path: Path, *, strict: bool = False) -> SessionFile:
         entries = entries[1:]
     return SessionFile(header=header, entries=entries, torn_tail=b"" if scan.tail_entry is not None else scan.tail,
                        bad_lines=[(start, reason) for start, _, reason in scan.bad], seq_gaps=scan.open_gaps(),
-                       nul_runs=scan.nul_runs, unterminated=scan.tail_entry is not None)  # fmt: skip
+                       nul_runs=scan.nul_runs, unterminated=scan.tail_entry is not None, foreign_suffix=foreign,
+                       foreign_offset=scan.foreign[0][0] if scan.foreign else None, checksummed=scan.checksummed,
+                       path=path)  # fmt: skip
