@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUGGY, live_processes_with, make_repo, run_cli, run_prime, wait_until
-from prime_ci.testing import ScriptedServer, ipython, reply
+from prime_ci.testing import ScriptedServer, contains, ipython, reply
 
 BOMB = """import os, shutil, sys
 sleep = shutil.which("sleep")
@@ -237,3 +237,16 @@ def test_the_limits_flag_sets_them_and_a_bad_one_is_exit_2(tmp_path: Path, serve
     assert run.code == 1, run.proc.stderr
     assert "limits: processes 512" in run.proc.stderr and "memory 384 MiB" in run.proc.stderr
     assert _gate_log(run.out).rstrip().endswith("[prime-ci] killed: memory limit 384 MiB")
+
+
+def test_a_childs_kernel_gets_the_runs_limits(tmp_path: Path, server: ScriptedServer) -> None:
+    """A memory hog in an rlm child's kernel is stopped by --limits, not by the default 4 GiB."""
+    hog = "blocks = []\nwhile len(blocks) < 64:\n    blocks.append(bytes([len(blocks) % 256]) * (32 << 20))"
+    send = ipython("print(await agent_message.send('ok', receiver_role='parent'))")
+    server.route(contains("hog for me"), [ipython(hog), send, reply("bye")])
+    server.add(ipython("await rlm('hog for me', name='h1')"), reply("wait"), reply("done"))
+    run = run_prime(tmp_path, _repo(tmp_path), server, "--limits", "memory=384MiB")
+    assert run.code == 0, run.proc.stderr
+    child = [r for r in server.chat_requests if contains("hog for me")(r.body)]
+    told = [m["content"] for r in child for m in r.body["messages"] if m["role"] == "tool"]
+    assert any("killed: memory limit 384 MiB" in t for t in told), told

@@ -29,6 +29,7 @@ from prime_ci.children.member import Member, Message
 from prime_ci.engine.agent import Agent
 from prime_ci.engine.budget import Budget, BudgetExhausted
 from prime_ci.engine.stops import StopReason
+from prime_ci.isolation import limits
 from prime_ci.isolation.sandbox import Sandbox
 from prime_ci.isolation.worktree import Worktree
 from prime_ci.kernel.bridge import Refused
@@ -134,7 +135,8 @@ class Family:
         try:
             member.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "prime_ci.child", str(session_dir / "spec.json"),
-                env={**self.env, TOKEN_VAR: member.token}, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log,
+                env={**self.env, TOKEN_VAR: member.token, **limits.passed_on()}, stdin=asyncio.subprocess.DEVNULL,
+                stdout=log, stderr=log,
                 start_new_session=True,
             )
         finally:

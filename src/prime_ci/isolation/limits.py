@@ -119,6 +119,12 @@ def parse(spec: str) -> Limits:
     return out
 
 
+def passed_on() -> dict[str, str]:
+    """The limits setting for a process that starts kernels of its own (an rlm child's host), whose environment
+    is otherwise scrubbed."""
+    return {ENV: os.environ[ENV]} if os.environ.get(ENV) else {}
+
+
 def configured(environ: dict[str, str] | None = None) -> Limits:
     """The defaults, changed by ``PRIME_CI_LIMITS`` in the host's environment."""
     return parse((os.environ if environ is None else environ).get(ENV, ""))
