@@ -31,7 +31,7 @@ from prime_ci.engine.budget import Budget, BudgetExhausted
 from prime_ci.engine.stops import StopReason
 from prime_ci.isolation import limits
 from prime_ci.isolation.sandbox import Sandbox
-from prime_ci.isolation.worktree import Worktree
+from prime_ci.isolation.worktree import GitError, Worktree
 from prime_ci.kernel.bridge import Refused
 from prime_ci.model.routes import Model
 from prime_ci.model.usage import session_usage
@@ -68,6 +68,7 @@ class Family:
     members: dict[str, Member] = field(default_factory=dict)
     monitors: list[asyncio.Task[None]] = field(default_factory=list)
     models: dict[str, Model] = field(default_factory=dict)
+    _git_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def __post_init__(self) -> None:
         self.members["root"] = Member("root", "root", None, 0, self.model.name, self.out,
@@ -120,7 +121,11 @@ class Family:
             member.spawned_from = str(request.get("parent_entry") or "") or None
         cwd = self.worktree.path
         if request.get("worktree") == "isolated":
-            cwd, member.branch = await asyncio.to_thread(self._isolated_worktree, name, child_id)
+            async with self._git_lock:  # concurrent `git worktree add` in one git dir race for its locks
+                try:
+                    cwd, member.branch = await asyncio.to_thread(self._isolated_worktree, name, child_id)
+                except GitError as exc:
+                    raise Refused(f"rlm worktree for {name!r}: {exc}") from None
         parent_session = self.root_log.path if parent.id == "root" else parent.session_dir / "session.jsonl"
         spec = {"id": child_id, "name": name, "task": task, "depth": member.depth, "model": model.name,
                 "cwd": str(cwd), "root_bridge": self.bridge_path,
