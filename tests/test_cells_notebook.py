@@ -9,7 +9,8 @@ from pathlib import Path
 import nbformat
 
 from conftest import run_prime
-from prime_ci.kernel.client import Kernel, KernelConfig, cell_text
+from prime_ci.kernel.client import Kernel, KernelConfig
+from prime_ci.kernel.output import cell_text
 from prime_ci.testing import ScriptedServer, ipython, reply
 
 CELLS = [

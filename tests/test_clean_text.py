@@ -16,7 +16,7 @@ from rich.console import Console
 
 from conftest import PRIME_CI, make_repo, run_prime
 from prime_ci.isolation.untrusted import TerminalStream, clean_terminal_text
-from prime_ci.kernel.client import CellOutput
+from prime_ci.kernel.output import CellOutput
 from prime_ci.session.log import SessionLog
 from prime_ci.session.show import render
 from prime_ci.testing import ScriptedServer, ipython, reply

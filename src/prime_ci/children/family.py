@@ -19,11 +19,10 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from prime_ci.children import TOKEN_VAR
+from prime_ci.children import TOKEN_VAR, messages
 from prime_ci.children.auth import descends_from
 from prime_ci.children.member import Member, Message
 from prime_ci.engine.agent import Agent
@@ -39,8 +38,6 @@ from prime_ci.session.log import SessionLog
 
 __all__ = ["Family", "Member"]
 
-MAX_MESSAGE = 16_384
-MAX_PENDING = 20
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
@@ -261,53 +258,14 @@ class Family:
     # -- messages ---------------------------------------------------------------------------------------
     async def send(self, request: dict[str, Any]) -> Any:
         sender = self.sender(request)
-        text, role, target_name = request.get("text"), request.get("receiver_role"), request.get("receiver_name")
-        if not isinstance(text, str) or not text.strip():
-            raise Refused("agent_message: the message must be a non-empty string")
-        if len(text) > MAX_MESSAGE:
-            raise Refused(f"agent_message: {len(text)} characters is over the limit of {MAX_MESSAGE}")
-        target, relation = self._resolve(sender, role, target_name)
-        now = time.monotonic()
-        sender.bucket = min(3.0, sender.bucket + (now - sender.bucket_at))
-        sender.bucket_at = now
-        if sender.bucket < 1.0:
-            raise Refused("agent_message: rate limit (3 messages, then 1 per second)")
-        if len(target.inbox) >= MAX_PENDING:
-            raise Refused(f"agent_message: {target.name} already has {MAX_PENDING} pending messages")
-        sender.bucket -= 1.0
-        msg_id = f"agentmsg_{secrets.token_hex(8)}"
-        delivered = target.waiting
-        body = f"[from {relation}:{sender.name}]\n{text}" if relation != "parent" else f"[from parent]\n{text}"
-        sent_by = {k: v for k, v in sender.endpoint().items() if k != "runtimeKind"}
-        self._enqueue(target, ("agent_message", body, {"id": msg_id, "message": text, "from": sent_by,
-                                                       "fromRelationship": relation, "target": target.endpoint()}))
+        target, relation = messages.resolve(self.members.values(), sender, request.get("receiver_role"),
+                                            request.get("receiver_name"))
+        text = messages.admit(sender, target, request.get("text"))
+        message, receipt = messages.envelope(sender, target, relation, text)
+        self._enqueue(target, message)
         if target.id == sender.parent:
             sender.replied = True
-        stamp = datetime.now(UTC).isoformat()
-        return {"id": msg_id, "source": "agent_message", "message": text, "from": sent_by,
-                "target": target.endpoint(), "deliveryStatus": "delivered" if delivered else "queued",
-                "deliveredAt" if delivered else "queuedAt": stamp}
-
-    def _resolve(self, sender: Member, role: Any, name: Any) -> tuple[Member, str]:
-        if role == "parent":
-            if name is not None:
-                raise Refused("agent_message: receiver_name must be omitted for the parent")
-            if sender.parent is None:
-                raise Refused("agent_message: the root agent has no parent")
-            return self.members[sender.parent], "child"
-        if role not in ("child", "sibling"):
-            raise Refused('agent_message: receiver_role must be "parent", "child" or "sibling"')
-        if not name:
-            raise Refused(f"agent_message: receiver_name is required for a {role}")
-        pool = self.children_of(sender) if role == "child" else [
-            m for m in self.members.values() if m.parent == sender.parent and m.id != sender.id and m.parent
-        ]
-        for member in pool:
-            if member.name == name or member.id == name:
-                if member.status in ("completed", "error"):
-                    raise Refused(f"agent_message: {member.name} has ended ({member.status})")
-                return member, "parent" if role == "child" else "sibling"
-        raise Refused(f"agent_message: no {role} named {name!r} (reach is limited to parent, siblings, children)")
+        return receipt
 
     def _enqueue(self, target: Member, message: Message) -> None:
         target.inbox.append(message)

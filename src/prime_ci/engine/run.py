@@ -15,9 +15,8 @@ from typing import Any
 from prime_ci.artifacts import report
 from prime_ci.artifacts.notebook import NotebookWriter
 from prime_ci.artifacts.schemas import result_json
-from prime_ci.children import auth
 from prime_ci.children.family import Family
-from prime_ci.engine import finish
+from prime_ci.engine import bridge_handlers, finish
 from prime_ci.engine.agent import Agent, Conversation, log_model
 from prime_ci.engine.budget import Budget, Limits
 from prime_ci.engine.compact import Compactor
@@ -36,8 +35,9 @@ from prime_ci.isolation.sandbox import scrubbed_env
 from prime_ci.isolation.untrusted import clean_terminal_text, fence
 from prime_ci.isolation.worktree import GitError, is_url
 from prime_ci.kernel.api import PRELOAD
-from prime_ci.kernel.bridge import Bridge, Handler, Refused
-from prime_ci.kernel.client import CellResult, Kernel, KernelConfig, cell_text
+from prime_ci.kernel.bridge import Bridge
+from prime_ci.kernel.client import CellResult, Kernel, KernelConfig
+from prime_ci.kernel.output import cell_text
 from prime_ci.model.routes import (
     ReplayModel,
     child_model,
@@ -170,7 +170,7 @@ class Run:
                              cfg.max_depth, cfg.max_children, cfg.max_turns, cfg.cell_timeout, self.say,
                              sandbox=self.prep.sandbox, subagent=self.prep.harness.subagent,
                              session_cwd=session_cwd(wt.source))
-        self._register()
+        bridge_handlers.register(self)
         if self.prep.setup and (failed := await self._setup()) is not None:
             return failed
         started = time.monotonic()
@@ -267,60 +267,6 @@ class Run:
         for r in self.judge.last if isinstance(outcome, str) or outcome.reason is not StopReason.COMPLETED else []:
             self.say(f"gate {r.name}: {'pass' if r.passed else 'FAIL'} (exit {r.exit_code}, {r.duration_s:.1f}s)")
         return outcome
-
-    def _register(self) -> None:
-        async def gates_last(_: dict[str, Any]) -> Any:
-            return self.judge.full_results()
-
-        async def gates_run(req: dict[str, Any]) -> Any:
-            name = req.get("name")
-            if name is not None and name not in {s.name for s in self.prep.gates}:
-                raise Refused(f"no gate named {name!r}")
-            await self.judge.run_round(only=name)
-            return self.judge.full_results()
-
-        async def goal_get(_: dict[str, Any]) -> Any:
-            return {"objective": self.prep.cfg.task_text(), "status": "complete" if self.goal_done else "active",
-                    "gates": [s.name for s in self.prep.gates], "usage": self.budget.usage(),
-                    "budgets": self.budget.limits_dict(), "wall_left_s": round(self.budget.wall_left(), 1)}
-
-        async def goal_complete(req: dict[str, Any]) -> Any:
-            self.goal_done = str(req.get("summary") or "")
-            self.log.custom("prime_ci.goal", {"status": "complete", "summary": self.goal_done})
-            if self.agent is not None:
-                self.agent.end_turn_requested = True  # the cell's turn ends here and the gates decide
-            return {"status": "complete", "note": "the turn ends after this cell; the gates decide success"}
-
-        async def compact_run(req: dict[str, Any]) -> Any:
-            assert self.agent is not None
-            self.agent.compact_requested, self.agent.compact_focus = True, req.get("focus")
-            return {"scheduled": True, "note": "the context is compacted before the next model call"}
-
-        async def compact_status(_: dict[str, Any]) -> Any:
-            assert self.agent is not None and self.agent.compactor is not None
-            return {**self.agent.compactor.status(self.agent.conversation.tokens),
-                    "scheduled": self.agent.compact_requested}
-
-        async def history(_: dict[str, Any]) -> Any:
-            assert self.agent is not None
-            return {"messages": self.agent.conversation.record, "cells": self.cells}
-
-        assert self.family is not None
-        fam = self.family
-        handlers: dict[str, Handler] = {
-            "compact.run": compact_run, "compact.status": compact_status, "history": history,
-            "gates.last": gates_last, "gates.run": gates_run, "goal.get": goal_get, "goal.complete": goal_complete,
-            "rlm.spawn": auth.as_root(fam.spawn), "rlm.list": auth.as_root(fam.list_children),
-            "agent_message.send": auth.as_root(fam.send),
-        }
-        handlers.update(self.prep.harness.handlers(self.log))
-        for op, fn in handlers.items():
-            self.bridge.register(op, fn)
-        # the children's hosts talk to the root on a bridge of their own, in a private directory the sandboxed
-        # kernels cannot see: every request there must carry a child's id and token
-        for op, fn in {"rlm.spawn": fam.spawn, "rlm.list": fam.list_children, "agent_message.send": fam.send,
-                       "child.model": fam.model_call, "child.inbox": fam.inbox, "child.event": fam.event}.items():
-            self.child_bridge.register(op, auth.as_child(fn))
 
     async def _finish(self) -> dict[str, Any]:
         """Stop everything, settle the outcome, write the artifacts; the worktree goes whatever happens."""

@@ -1,7 +1,7 @@
 """Quality gates: specs from TOML or ``--gate``, execution in their own process group, feedback, fingerprints.
 
 A gate is hostile code from the worktree. It runs in a new session with exactly the environment it is
-given plus a per-attempt marker variable, in a box of its own (``limits.Box``: processes, memory, file size);
+given plus a per-attempt marker variable, in a box of its own (``box.Box``: processes, memory, file size);
 whatever it leaves behind (its process group, processes that left the group with ``setsid``, and with
 ``env -i``) is frozen, killed and reaped when the attempt ends, however it ends. Its output is masked as it
 arrives and its log keeps the first and last ``LOG_HEAD`` bytes, so the log never needs a second look.
@@ -32,7 +32,8 @@ from prime_ci.gates.junit import (
     status_text,
 )
 from prime_ci.gates.specs import GateSpec, gates_from_commands, load_gate_files, load_gate_files_from_ref
-from prime_ci.isolation.limits import Box, Events, Limits, configured, human, reason, run_of
+from prime_ci.isolation.box import Box, run_of
+from prime_ci.isolation.limits import Events, Limits, configured, human, reason
 from prime_ci.isolation.procs import kill_tree, send_signal
 from prime_ci.isolation.redact import StreamRedactor
 from prime_ci.isolation.untrusted import strip_ansi

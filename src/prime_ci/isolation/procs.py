@@ -2,7 +2,7 @@
 
 Process groups alone miss ``setsid`` escapees. Every process prime-ci starts for a run carries a marker
 variable in its environment (inherited by everything it spawns, readable in ``/proc/<pid>/environ``), and runs
-in a box (``limits.Box``: a cgroup where the host allows one, and an rlimit marker) that ``env -i`` does not
+in a box (``box.Box``: a cgroup where the host allows one, and an rlimit marker) that ``env -i`` does not
 leave either; a sweep finds and kills what is left by all three, and as a subreaper the host inherits the
 orphans and reaps them.
 """
@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from prime_ci.isolation import limits
-from prime_ci.isolation.limits import Box
+from prime_ci.isolation import cgroups
+from prime_ci.isolation.box import Box, run_marker
 
 
 def enable_subreaper() -> bool:
@@ -73,7 +73,7 @@ def box_members(box: Box) -> dict[int, int]:
 
 
 def limit_marked(*, hard: int, soft: int | None = None) -> dict[int, int]:
-    """pid -> start time of live processes with that RLIMIT_RTTIME marker (``limits.Box``)."""
+    """pid -> start time of live processes with that RLIMIT_RTTIME marker (``box.Box``)."""
     found: dict[int, int] = {}
     if not os.path.isdir("/proc"):
         return found
@@ -186,15 +186,15 @@ def sweep(needle: bytes) -> int:
     run = needle.decode(errors="replace")
 
     def find() -> dict[int, int]:
-        found = {**marked(needle), **limit_marked(hard=limits.run_marker(run))}
-        for path in limits.run_cgroups(run):
+        found = {**marked(needle), **limit_marked(hard=run_marker(run))}
+        for path in cgroups.run_cgroups(run):
             found.update(cgroup_members(path))
         return found
 
     found = find()
     if found:
         _freeze_and_kill(find, 0, 0)
-    limits.remove_run(run)
+    cgroups.remove_run(run)
     return len(found)
 
 

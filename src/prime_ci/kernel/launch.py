@@ -1,6 +1,6 @@
 """Starting a kernel process: the launcher, the connection file and the process itself, in its box.
 
-Each kernel generation runs in a box of its own (``limits.Box``: processes, memory, file size; a cgroup where
+Each kernel generation runs in a box of its own (``box.Box``: processes, memory, file size; a cgroup where
 the host allows one), so what its cells start, ``setsid`` and ``env -i`` daemons included, dies with it.
 Nothing here imports jupyter_client, zmq or asyncio, so a child host can start its kernel first and load the
 rest of itself while the kernel boots (``prime_ci.kernel.Kernel`` connects to it afterwards).
@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from prime_ci.isolation.limits import Box, Limits, configured, run_of
+from prime_ci.isolation.box import Box, run_of
+from prime_ci.isolation.limits import Limits, configured
 from prime_ci.isolation.procs import kill_box
 
 DEFAULT_LIMIT = 8000

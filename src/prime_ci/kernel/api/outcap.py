@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-HEAD = 1_100_000  # a bit over what the host keeps per cell (client.KEPT_OUTPUT)
+HEAD = 1_100_000  # a bit over what the host keeps per cell (output.KEPT_OUTPUT)
 TAIL = 64_000
 ELIDED = re.compile(r"\[\.\.\. (\d+) characters elided by the kernel \.\.\.\]")
 
