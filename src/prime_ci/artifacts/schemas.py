@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
 
+from prime_ci.bench.model import bench_schema
 from prime_ci.engine.stops import StopReason
 from prime_ci.gates.runner import GateSpec
 from prime_ci.harness.refine import plan_schema
@@ -56,6 +57,7 @@ class RoundEntry(BaseModel):
     passed: bool
     gates: list[str]
     tests: int | None = Field(default=None, description="fast runs: how many previously failing tests were rerun")
+    at_s: float | None = Field(default=None, description="seconds into the run when the round's run ended")
 
 
 class ChildEntry(BaseModel):
@@ -100,6 +102,8 @@ class ResultModel(BaseModel):
     python: str | None = None
     setup: list[SetupEntry] = Field(default_factory=list)
     rounds: list[RoundEntry] = Field(default_factory=list)
+    time_to_green_s: float | None = Field(default=None, description="seconds from the run's start to the end of "
+                                          "its first gate round that passed in full; null when none did")
     dirty: list[str] = Field(default_factory=list, description="REPO's uncommitted paths when the run started")
     snapshot_of: str | None = Field(default=None, description="--include-dirty: the commit the snapshot was taken on")
     out_dir: str | None = None
@@ -296,4 +300,5 @@ def schemas() -> dict[str, Any]:
                     "usage": AssistantUsage.model_json_schema()},
         "gates": GateFile.model_json_schema(),
         "refine": plan_schema(),
+        "bench": bench_schema(),
     }

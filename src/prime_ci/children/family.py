@@ -28,10 +28,12 @@ from prime_ci.children.member import Member, Message
 from prime_ci.engine.agent import Agent
 from prime_ci.engine.budget import Budget, BudgetExhausted
 from prime_ci.engine.stops import StopReason
+from prime_ci.errors import ConfigError
 from prime_ci.isolation import limits
 from prime_ci.isolation.sandbox import Sandbox
 from prime_ci.isolation.worktree import GitError, Worktree
 from prime_ci.kernel.bridge import Refused
+from prime_ci.model.providers import ReplayModel
 from prime_ci.model.routes import Model
 from prime_ci.model.usage import session_usage
 from prime_ci.session.log import SessionLog
@@ -65,6 +67,7 @@ class Family:
     members: dict[str, Member] = field(default_factory=dict)
     monitors: list[asyncio.Task[None]] = field(default_factory=list)
     models: dict[str, Model] = field(default_factory=dict)
+    member_models: dict[str, Model] = field(default_factory=dict)
     _git_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def __post_init__(self) -> None:
@@ -108,6 +111,11 @@ class Family:
             raise Refused(f"rlm fan-out limit: {len(alive)} children alive (--max-children {self.max_children})")
         role = self.subagent(name) if self.subagent is not None else None
         model = self._model_for(model_name if model_name is not None or role is None else role[1])
+        if isinstance(model, ReplayModel) and model is self.model:  # a replayed run replays its children too
+            try:
+                model = model.for_child(name)
+            except ConfigError as exc:
+                raise Refused(f"rlm {name!r}: {exc}") from None
         session_dir = self.out / "children" / (name if not (self.out / "children" / name).exists() else child_id)
         session_dir.mkdir(parents=True)
         member = Member(child_id, name, parent.id, parent.depth + 1, model.name, session_dir,
@@ -144,11 +152,15 @@ class Family:
         finally:
             log.close()
         self.members[child_id] = member
+        self.member_models[child_id] = model
         self.monitors.append(asyncio.create_task(self._monitor(member)))
         self.root_log.custom("prime_ci.child", {"event": "spawned", **member.handle(), "parent": parent.id,
                                                 "depth": member.depth, "branch": member.branch})
         self.say(f"spawned child {name} ({child_id}) at depth {member.depth}")
         return member.handle()
+
+    def _member_model(self, member: Member) -> Model:
+        return self.member_models.get(member.id) or self._model_for(member.model)
 
     def _model_for(self, name: Any) -> Model:
         if name is None or name == self.model.name:
@@ -229,7 +241,7 @@ class Family:
                     "budget": self.ledger(member)}
         cap, window = request.get("max_tokens"), request.get("window")
         try:
-            reply = await self.budget.call(self._model_for(member.model), request["messages"], request["tools"],
+            reply = await self.budget.call(self._member_model(member), request["messages"], request["tools"],
                                            turn=False, max_tokens=int(cap) if cap is not None else None,
                                            window=int(window) if window is not None else None)
         except BudgetExhausted as exc:

@@ -46,6 +46,7 @@ from prime_ci.model.credentials import model_problem
               "in its own form.")
 @click.option("--price-per-mtok", metavar="IN,OUT[,CACHED]", help="USD per million tokens, for a model litellm "
               "does not price (needed by --max-cost then).")
+@click.option("--seed", type=int, help="Sampling seed passed to providers that take one (recorded in result.json).")
 @click.option("--limits", metavar="SPEC", help="Limits on every kernel, gate and setup command, e.g. "
               "'pids=4096,memory=8GiB,file_size=2GiB,cpu=600' (default: pids=2048,memory=4GiB,file_size=1GiB; "
               "also PRIME_CI_LIMITS).")
@@ -127,9 +128,9 @@ def show(session: Path) -> int:
 
 
 @cli.command()
-@click.argument("which", type=click.Choice(["result", "session", "gates", "refine", "all"]), default="all")
+@click.argument("which", type=click.Choice(["result", "session", "gates", "refine", "bench", "all"]), default="all")
 def schema(which: str) -> int:
-    """Print the JSON Schema of result.json, session entries, gate files and refine plans."""
+    """Print the JSON Schema of result.json, session entries, gate files, refine plans and bench.json."""
     from prime_ci.artifacts.schemas import schemas
 
     all_schemas = schemas()

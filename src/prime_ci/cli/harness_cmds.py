@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -111,8 +112,13 @@ def harness_trust(kind: str, name: str, harness_dir: Path) -> int:
 @click.option("--instructions", help="What the refinement should focus on.")
 @click.option("--propose-to", type=click.Path(dir_okay=False, path_type=Path), help="Write a PR body here.")
 @click.option("--untrusted", is_flag=True, help="The session read untrusted input: new entries are untrusted.")
+@click.option("--bench", "bench_suite", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Then bench the harness before against after on this suite (A/B); the report goes into "
+              "--propose-to too.")
+@click.option("--bench-out", type=click.Path(file_okay=False, path_type=Path), default=Path("prime-ci-bench"),
+              show_default=True, help="Where that bench writes.")
 def refine_cmd(session: Path, harness_dir: Path, model: str | None, api_base: str | None, instructions: str | None,
-               propose_to: Path | None, untrusted: bool) -> int:
+               propose_to: Path | None, untrusted: bool, bench_suite: Path | None, bench_out: Path) -> int:
     """Refine the harness from a finished session (one model call); print the diff."""
     import asyncio
 
@@ -126,6 +132,7 @@ def refine_cmd(session: Path, harness_dir: Path, model: str | None, api_base: st
     if not model:
         raise click.UsageError("--model is required (or set PRIME_CI_MODEL)")
     store = _harness_store(harness_dir, must_exist=False)
+    before = _snapshot(harness_dir) if bench_suite is not None else None
     parsed = read_session(session)
     trust = "untrusted" if untrusted or session_untrusted(parsed) else "trusted"
     outcome = asyncio.run(refine(make_model(model, api_base=api_base), store, session, instructions=instructions,
@@ -140,4 +147,29 @@ def refine_cmd(session: Path, harness_dir: Path, model: str | None, api_base: st
         write_pr_body(propose_to, [cs], cs.rationale)
     say(f"applied {cs.id} ({len(cs.ops)} ops, {trust}); undo with: prime-ci harness rollback {cs.id} "
          f"--harness {escape(str(harness_dir))}")
-    return 0
+    if bench_suite is None or before is None:
+        return 0
+    from prime_ci.bench.report import Thresholds
+    from prime_ci.cli.bench_cmd import run_bench
+
+    # a recorded refinement model is no task model: the suite's own models or recordings run the tasks then
+    task_model = None if model.startswith("replay:") else model
+    say(f"bench: the harness before {cs.id} against after it, on {escape(str(bench_suite))}")
+    try:
+        return run_bench(bench_suite, [str(before), str(harness_dir)], Path("."), task_model, api_base, jobs=2,
+                         repeat=1, shard=None, mirror=None, sandbox="auto", out=bench_out, limits=Thresholds(),
+                         attach_to=propose_to)
+    finally:
+        shutil.rmtree(before.parent, ignore_errors=True)
+
+
+def _snapshot(harness_dir: Path) -> Path:
+    """The harness state as it is now, kept for the bench that compares it with the refined one."""
+    import tempfile
+
+    dest = Path(tempfile.mkdtemp(prefix="prime-ci-harness-before-")) / "before"
+    if harness_dir.is_dir():
+        shutil.copytree(harness_dir, dest, symlinks=True)
+    else:
+        dest.mkdir()
+    return dest

@@ -40,6 +40,7 @@ class RunConfig(BaseModel):
     cache: bool = True
     reasoning_effort: Literal["low", "medium", "high"] | None = None
     price_per_mtok: str | None = None
+    seed: int | None = None
     out: Path | None = None
     harness: Path | None = None
     harness_branch: str | None = None

@@ -28,7 +28,7 @@ from prime_ci.engine.setup import SetupOutcome, failure_detail
 from prime_ci.engine.stops import SIGTERM_EXIT, Stop, StopReason
 from prime_ci.errors import KernelLost, ModelError, PersistenceError
 from prime_ci.gates import protect
-from prime_ci.gates.judge import Judge
+from prime_ci.gates.judge import Judge, time_to_green
 from prime_ci.gates.junit import github_annotations
 from prime_ci.isolation import procs, redact
 from prime_ci.isolation.sandbox import scrubbed_env
@@ -113,7 +113,7 @@ class Run:
         self.gate_env = gate_env
         self.judge = Judge(self.prep.gates, wt, gate_env, self.prep.out / "gates", self.log,
                            cfg.max_gate_retries, exclude=[".prime-ci"],
-                           launcher=sandbox.wrap([]) if sandbox else [])
+                           launcher=sandbox.wrap([]) if sandbox else [], clock=self.budget.elapsed)
         task = asyncio.current_task()
         assert task is not None
         loop = asyncio.get_running_loop()
@@ -334,7 +334,8 @@ class Run:
             gates=[r.to_dict() for r in self.judge.last], children=self.family.summary() if self.family else [],
             changed_files=changed, flags=flags, sandbox=self.prep.sandbox_status,
             python=str(self.prep.project.interp.executable), setup=[o.model_dump() for o in self.setup],
-            rounds=self.judge.round_log, dirty=wt.dirty, snapshot_of=wt.snapshot_of, out_dir=str(self.prep.out),
+            rounds=self.judge.round_log, time_to_green_s=time_to_green(self.judge.round_log), dirty=wt.dirty,
+            snapshot_of=wt.snapshot_of, out_dir=str(self.prep.out),
             worktree=str(wt.path) if cfg.keep_worktree else None,
         )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -45,6 +46,7 @@ class Judge:
     max_retries: int
     exclude: list[str] = field(default_factory=list)
     launcher: list[str] = field(default_factory=list)
+    clock: Callable[[], float] = time.monotonic  # seconds into the run, for each round's ``at_s``
     last: list[GateResult] = field(default_factory=list)
     rounds: int = 0
     failed_rounds: int = 0
@@ -116,6 +118,7 @@ class Judge:
         entry: dict[str, Any] = {
             "round": self.rounds, "kind": kind, "duration_s": round(time.monotonic() - started, 3),
             "passed": all(r.passed for r in results), "gates": [r.name for r in results], "on_demand": on_demand,
+            "at_s": round(self.clock(), 3),
         }
         if kind == "fast":
             entry.update(tests=tests, still_failing=still_failing or [])
@@ -172,3 +175,9 @@ class Judge:
             item["kind"] = "fast" if r.name in self._fast_in_last else "full"
             out.append(item)
         return out
+
+
+def time_to_green(round_log: list[dict[str, Any]]) -> float | None:
+    """When the first round that passed in full ended, in seconds into the run; None when none did."""
+    return next((r["at_s"] for r in round_log if r["kind"] == "full" and r["passed"] and r.get("at_s") is not None),
+                None)

@@ -207,7 +207,7 @@ class OpenAICompatModel(RetryingModel):
     """``openai/MODEL`` at ``--api-base``: chat completions over one keep-alive httpx connection."""
 
     def __init__(self, name: str, api_base: str, *, policy: RetryPolicy | None = None,
-                 reasoning_effort: str | None = None, pricer: Pricer | None = None) -> None:
+                 reasoning_effort: str | None = None, pricer: Pricer | None = None, seed: int | None = None) -> None:
         import httpx
 
         self.name = name
@@ -215,6 +215,7 @@ class OpenAICompatModel(RetryingModel):
         self.api_base = api_base.rstrip("/")
         self.url = self.where = self.api_base + "/chat/completions"
         self.reasoning_effort = reasoning_effort
+        self.seed = seed
         if pricer is not None:
             self.pricer = pricer
         key = os.environ.get("OPENAI_API_KEY")
@@ -230,6 +231,8 @@ class OpenAICompatModel(RetryingModel):
             body.update(tools=tools, tool_choice="auto")
         if self.reasoning_effort:
             body["reasoning_effort"] = self.reasoning_effort
+        if self.seed is not None:
+            body["seed"] = self.seed
         try:
             # compact and ASCII-escaped: the body is the whole conversation, re-encoded every turn (lone
             # surrogates from cell output stay valid JSON as \udcxx escapes)
@@ -302,6 +305,7 @@ class ReplayModel:
         if not path.is_file():
             raise ConfigError(f"replay session not found: {path}")
         session = read_session(path)
+        self.path = path
         self.name = f"replay:{path.name}"
         self._replies = [e["message"] for e in session.active_path()
                          if e.get("type") == "message" and isinstance(e.get("message"), dict)
@@ -326,4 +330,15 @@ class ReplayModel:
         u = msg.get("usage") or {}
         read, write = int(u.get("cacheRead") or 0), int(u.get("cacheWrite") or 0)
         usage = Usage(int(u.get("input", 0)) + read + write, int(u.get("output", 0)), read, write)
-        return ModelReply(text, calls, usage, Cost(), "toolUse" if calls else "stop", self.name)
+        c = u["cost"] if isinstance(u.get("cost"), dict) else {}
+        cost = Cost(float(c.get("input") or 0), float(c.get("output") or 0), float(c.get("cacheRead") or 0),
+                    float(c.get("cacheWrite") or 0))
+        return ModelReply(text, calls, usage, cost, "toolUse" if calls else "stop", self.name)
+
+    def for_child(self, name: str) -> ReplayModel:
+        """The recording of the child named ``name`` in the recorded run: a run's artifacts directory keeps it
+        in ``children/<name>/session.jsonl`` beside the root's ``session.jsonl``."""
+        path = self.path.parent / "children" / name / "session.jsonl"
+        if not path.is_file():
+            raise ConfigError(f"the replayed run has no recorded child named {name!r} ({path})")
+        return ReplayModel(path)

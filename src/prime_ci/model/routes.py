@@ -91,17 +91,18 @@ CLIENT_TIMEOUT = 3600.0
 @dataclass(frozen=True)
 class ModelOptions:
     """How calls are made, the same for the root and every child: ``--no-cache``, ``--reasoning-effort``,
-    ``--price-per-mtok``."""
+    ``--price-per-mtok``, ``--seed``."""
 
     cache: bool = True
     reasoning_effort: str | None = None
     price: UserPrice | None = None
+    seed: int | None = None
 
 
 def model_options(cfg: Any) -> ModelOptions:
     """The model options of a run's settings (``RunConfig``)."""
     price = UserPrice.parse(cfg.price_per_mtok) if cfg.price_per_mtok else None
-    return ModelOptions(cache=cfg.cache, reasoning_effort=cfg.reasoning_effort, price=price)
+    return ModelOptions(cache=cfg.cache, reasoning_effort=cfg.reasoning_effort, price=price, seed=cfg.seed)
 
 
 class LiteLLMModel(RetryingModel):
@@ -125,6 +126,8 @@ class LiteLLMModel(RetryingModel):
                 kw["api_key"] = "not-needed"  # local OpenAI-compatible servers often need no key
         if self.options.reasoning_effort:
             kw["reasoning_effort"] = self.options.reasoning_effort
+        if self.options.seed is not None:  # providers without one drop it (litellm's drop_params)
+            kw.update(seed=self.options.seed, drop_params=True)
         if self.options.cache and self._cache_control(litellm):
             kw["cache_control_injection_points"] = cache_points(messages)
         return kw
@@ -323,6 +326,7 @@ def make_model(name: str, *, api_base: str | None = None, policy: RetryPolicy | 
         raise ConfigError(f"--model: expected a litellm id like openai/gpt-4o or replay:FILE, got {name!r}")
     if name.startswith("openai/") and api_base and os.environ.get("PRIME_CI_ROUTE", "direct") != "litellm":
         return OpenAICompatModel(name, api_base, policy=policy, reasoning_effort=options.reasoning_effort,
+                                 seed=options.seed,
                                  pricer=_pricer(name, options.price))
     start_import()
     return LiteLLMModel(name, api_base=api_base, policy=policy, options=options)

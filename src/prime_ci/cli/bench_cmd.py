@@ -1,0 +1,154 @@
+"""``prime-ci bench``: a task suite, N runs at a time, a verdict per task, a report; A/B, shards, merge."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from prime_ci.cli.app import POS, cli, host_setup, say
+from prime_ci.errors import ConfigError
+
+SHARD = re.compile(r"^(\d+)/(\d+)$")
+
+
+def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    m = SHARD.match(value)
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise click.BadParameter(f"expected i/N with 1 <= i <= N, got {value!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+FRACTION = click.FloatRange(0, 1)
+
+
+@cli.command()
+@click.argument("args", nargs=-1, metavar="SUITE | --demo | --merge DIR...")
+@click.option("--demo", is_flag=True, help="The bundled suite: small Python and JavaScript repositories, replayed "
+              "recordings, an A/B of two bundled harness states.")
+@click.option("--merge", is_flag=True, help="Join the bench.json of shard directories (the arguments) into one "
+              "report in --out.")
+@click.option("--harness", "harnesses", multiple=True, help="Harness state: a directory, or a harness branch of "
+              "--harness-repo (repeatable: the first is the baseline, the last the candidate).")
+@click.option("--harness-repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              show_default=True, help="The repository whose harness branches --harness names.")
+@click.option("--model", envvar="PRIME_CI_MODEL", help="Model for every task (default: each task's model or "
+              "recorded session).")
+@click.option("--api-base", envvar="PRIME_CI_API_BASE", help="Provider base URL.")
+@click.option("--jobs", type=POS, default=min(4, os.cpu_count() or 1), show_default=True, help="Runs at a time.")
+@click.option("--repeat", type=POS, default=1, show_default=True, help="Runs per task and harness (own seeds).")
+@click.option("--shard", callback=_shard, metavar="i/N", help="Run every N-th task, starting with the i-th.")
+@click.option("--mirror", type=click.Path(file_okay=False, path_type=Path), help="Local clones for SWE-bench "
+              "instances (owner__name, owner/name or name).")
+@click.option("--sandbox", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("prime-ci-bench"),
+              show_default=True, help="Report, runs and records; a bench run again into it continues.")
+@click.option("--min-solve-rate", type=FRACTION, help="Exit 1 when the candidate's solve rate is below this.")
+@click.option("--max-regression", type=FRACTION, help="Exit 1 when the candidate's solve rate is more than this "
+              "below the baseline's (paired).")
+@click.option("--attach-to", type=click.Path(dir_okay=False, path_type=Path), help="Also put the report into this "
+              "markdown file (e.g. harness-pr.md), replacing the bench section an earlier bench put there.")
+@click.option("--json", "json_output", is_flag=True, help="Print bench.json on stdout at the end.")
+def bench(args: tuple[str, ...], demo: bool, merge: bool, harnesses: tuple[str, ...], harness_repo: Path,
+          model: str | None, api_base: str | None, jobs: int, repeat: int, shard: tuple[int, int] | None,
+          mirror: Path | None, sandbox: str, out: Path, min_solve_rate: float | None, max_regression: float | None,
+          attach_to: Path | None, json_output: bool) -> int:
+    """Run a task suite (TOML, JSONL, or SWE-bench instances) as ordinary runs and report solve rates; with two
+    --harness, a paired A/B. Exit 0 when it finished, 1 when --min-solve-rate/--max-regression fail."""
+    from prime_ci.bench import report as reports
+
+    limits = reports.Thresholds(min_solve_rate, max_regression)
+    if merge:
+        if not args or demo:
+            raise click.UsageError("--merge takes the shard directories as arguments")
+        result = reports.merge([Path(a) for a in args], out, limits)
+        reports.write(result, out, attach_to)
+        return _finish(result, out, json_output)
+    if demo == bool(args) or len(args) > 1:
+        raise click.UsageError("give one SUITE file, or --demo")
+    code = run_bench(Path(args[0]) if args else None, list(harnesses), harness_repo, model, api_base, jobs, repeat,
+                     shard, mirror, sandbox, out, limits, attach_to)
+    return code if code else _finish(reports.read(out.resolve()), out, json_output)
+
+
+def run_bench(suite_path: Path | None, harnesses: list[str], harness_repo: Path, model: str | None,
+              api_base: str | None, jobs: int, repeat: int, shard: tuple[int, int] | None, mirror: Path | None,
+              sandbox: str, out: Path, limits: Any, attach_to: Path | None = None) -> int:
+    """A bench to its report (OUT/bench.json, bench.md); 130 when interrupted, else 0 (thresholds: the caller)."""
+    from prime_ci.bench import prepare
+    from prime_ci.bench import report as reports
+    from prime_ci.bench.driver import Driver, Interrupted, Plan
+    from prime_ci.bench.model import SuiteInfo
+    from prime_ci.bench.suite import load_suite
+    from prime_ci.model.credentials import model_problem
+
+    started = time.monotonic()
+    if suite_path is None:
+        from prime_ci.bench_demo import SUITE, harness_dirs
+
+        suite_path = SUITE
+        harnesses = harnesses or harness_dirs()
+    suite = load_suite(suite_path, mirror=mirror)
+    if model and (problem := model_problem(model, api_base)):
+        raise ConfigError(problem)
+    host_setup()
+    out = out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    plan = Plan(suite, out, prepare.harness_states(out, harnesses, harness_repo), model, api_base, repeat, shard,
+                sandbox)
+    prepare.check_state(plan)
+    recorded = plan.recorded()  # also: every job has a model, before anything runs
+    prepare.materialize(plan)
+    jobs_total = len(plan.jobs())
+    say(f"bench {suite.name}: {jobs_total} runs ({len(plan.jobs()) // max(1, len(plan.harnesses) * repeat)} tasks"
+        f"{f', shard {shard[0]}/{shard[1]}' if shard else ''} x {len(plan.harnesses)} harness(es) x {repeat}), "
+        f"{jobs} at a time -> {out}")
+    if recorded:
+        say("model: recorded sessions (replay) - the numbers show the machinery, not a model's ability")
+    driver = Driver(plan, jobs, _progress)
+    try:
+        results = asyncio.run(driver.run())
+    except Interrupted as exc:
+        say(f"interrupted: {exc}; run the same command again to finish them")
+        return 130
+    report = reports.build(
+        SuiteInfo(name=suite.name, path=str(suite.path), sha256=suite.sha256, tasks=len(suite.tasks)),
+        [(h.label, h.source) for h in plan.harnesses], results, model=model, recorded=recorded, repeat=repeat,
+        shard=f"{shard[0]}/{shard[1]}" if shard else None, wall_s=time.monotonic() - started, limits=limits)
+    reports.write(report, out, attach_to)
+    return 0
+
+
+def _progress(result: Any, done: int, total: int) -> None:
+    verdict = "[green]solved[/]" if result.solved else "[red]unsolved[/]"
+    cost = "" if result.cost_usd is None else f", ${result.cost_usd:.4f}"
+    say(f"[{done}/{total}] {result.id} @{result.harness}{f' r{result.repeat}' if result.repeat else ''}: {verdict} "
+        f"({result.stop_reason}, {result.turns} turns, {result.wall_s:.1f}s{cost})")
+
+
+def _finish(report: Any, out: Path, json_output: bool) -> int:
+    from prime_ci.bench.markdown import solve_rate_line
+
+    for summary in report.harnesses:
+        say(f"{summary.harness}: {solve_rate_line(summary)}")
+    if report.comparison is not None:
+        c = report.comparison
+        say(f"A/B {c.candidate} vs {c.baseline}: {c.difference:+.1%} over {c.pairs} pairs, {len(c.flips)} flip(s), "
+            f"p = {c.p_value:.3g}")
+    failed = [t for t in report.thresholds if not t.passed]
+    for check in failed:
+        say(f"[red]{check.name} failed[/]: {check.value:.3f} against the limit {check.limit:.3f}")
+    say(f"report: {out / 'bench.md'}")
+    if json_output:
+        click.echo(json.dumps(report.model_dump(mode="json"), indent=2))
+    sys.stdout.flush()
+    return 1 if failed else 0
