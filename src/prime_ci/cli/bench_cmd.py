@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 
-from prime_ci.cli.app import POS, cli, host_setup, say
+from prime_ci.cli.app import POS, cli, console, host_setup, say
 from prime_ci.errors import ConfigError
 
 SHARD = re.compile(r"^(\d+)/(\d+)$")
@@ -114,9 +117,9 @@ def run_bench(suite_path: Path | None, harnesses: list[str], harness_repo: Path,
         f"{jobs} at a time -> {out}")
     if recorded:
         say("model: recorded sessions (replay) - the numbers show the machinery, not a model's ability")
-    driver = Driver(plan, jobs, _progress)
     try:
-        results = asyncio.run(driver.run())
+        with _bar(jobs_total) as progress:
+            results = asyncio.run(Driver(plan, jobs, progress).run())
     except Interrupted as exc:
         say(f"interrupted: {exc}; run the same command again to finish them")
         return 130
@@ -128,11 +131,31 @@ def run_bench(suite_path: Path | None, harnesses: list[str], harness_repo: Path,
     return 0
 
 
-def _progress(result: Any, done: int, total: int) -> None:
-    verdict = "[green]solved[/]" if result.solved else "[red]unsolved[/]"
-    cost = "" if result.cost_usd is None else f", ${result.cost_usd:.4f}"
-    say(f"[{done}/{total}] {result.id} @{result.harness}{f' r{result.repeat}' if result.repeat else ''}: {verdict} "
-        f"({result.stop_reason}, {result.turns} turns, {result.wall_s:.1f}s{cost})")
+@contextlib.contextmanager
+def _bar(total: int) -> Iterator[Callable[[Any, int, int], None]]:
+    """A progress bar on a terminal; in CI logs, a line per finished run."""
+
+    def line(result: Any, done: int, total: int) -> str:
+        verdict = "[green]solved[/]" if result.solved else "[red]unsolved[/]"
+        cost = "" if result.cost_usd is None else f", ${result.cost_usd:.4f}"
+        return (f"\\[{done}/{total}] {escape(result.id)} @{escape(result.harness)}"
+                f"{f' r{result.repeat}' if result.repeat else ''}: {verdict} ({result.stop_reason}, {result.turns} "
+                f"turns, {result.wall_s:.1f}s{cost})")
+
+    if not sys.stderr.isatty():
+        yield lambda result, done, total: say(line(result, done, total))
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("prime-ci bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console(), transient=True) as bar:
+        task = bar.add_task("runs", total=total)
+
+        def advance(result: Any, done: int, total: int) -> None:
+            bar.console.print(line(result, done, total))
+            bar.update(task, completed=done)
+
+        yield advance
 
 
 def _finish(report: Any, out: Path, json_output: bool) -> int:
