@@ -17,6 +17,9 @@ case "$code" in
   9) message+=": a setup command failed before any model call; its log is in the step summary and in setup/ of the uploaded artifacts" ;;
   *) message+="; see the step summary and the uploaded artifacts" ;;
 esac
+if [[ ${INPUT_COMMAND:-run} == bench && $code == 1 ]]; then
+  message="prime-ci bench exited 1: a --min-solve-rate/--max-regression threshold failed; see the report in the step summary"
+fi
 if [[ ${INPUT_CONTINUE_ON_ERROR:-false} == true ]]; then
   echo "::warning title=prime-ci::$message (continue-on-error: true)"
   exit 0

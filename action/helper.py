@@ -1,15 +1,17 @@
 """Helpers for action/run.sh (stdlib only; runs under the interpreter prime-ci was installed with).
 
     helper.py event-text EVENT_JSON OUT [EXTRA_FILE]   collect PR/issue/comment text into OUT (data, never code)
-    helper.py split-args TEXT                          shell-like split, NUL-separated, nothing evaluated
+    helper.py split-args TEXT [INPUT]                  shell-like split, NUL-separated, nothing evaluated
     helper.py budgets TEXT                             "max-turns=30 max-wall=20m" -> NUL-separated flags
     helper.py outputs CODE OUT_DIR [ARTIFACT]          step outputs (key=value lines) from OUT_DIR/result.json
+    helper.py bench-outputs CODE OUT_DIR [ARTIFACT]    the same from a bench's OUT_DIR/bench.json
     helper.py setup-failure OUT_DIR                    markdown: the tail of the failed setup command's log
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import sys
@@ -76,11 +78,11 @@ def event_text(event_path: str, out: str, extra: str | None = None) -> None:
     Path(out).write_bytes(raw.decode("utf-8", errors="ignore").encode("utf-8"))
 
 
-def split_args(text: str) -> list[str]:
+def split_args(text: str, name: str = "extra-args") -> list[str]:
     try:
         return shlex.split(text, comments=True)
     except ValueError as exc:
-        raise UsageError(f"input extra-args: {exc}") from None
+        raise UsageError(f"input {name}: {exc}") from None
 
 
 def budgets(text: str) -> list[str]:
@@ -119,6 +121,43 @@ def outputs(code: str, out_dir: str, artifact: str = "") -> list[str]:
         f"cost-usd={'' if cost is None else cost}",
         "changed-files=" + json.dumps(changed, separators=(",", ":")),
         f"artifact-name={artifact or 'prime-ci-' + str(result.get('run_id', ''))}",
+    ]
+
+
+def bench_outputs(code: str, out_dir: str, artifact: str = "") -> list[str]:
+    """Step outputs of ``prime-ci bench``: the run outputs' names (result is bench.json, tokens and cost over
+    every run, success is exit 0) plus solve-rate and report. Only exit 0 and 1 leave a report of this bench."""
+    lines = [f"exit-code={int(code)}", f"out-dir={out_dir}", "stop-reason=", "run-id=", "changed-files=[]"]
+    bench_path = Path(out_dir) / "bench.json"
+    try:
+        if int(code) not in (0, 1):
+            raise FileNotFoundError(bench_path)
+        report = json.loads(bench_path.read_text(encoding="utf-8"))
+        harnesses = report["harnesses"]
+        costs = [h.get("cost_usd") for h in harnesses]
+        tokens = sum(int(h.get("total_tokens") or 0) for h in harnesses)
+        solve_rate = float(report["solve_rate"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return [*lines, "result=", "success=false", "total-tokens=", "cost-usd=", "solve-rate=", "report=",
+                f"artifact-name={artifact}"]  # fmt: skip
+    cost = "" if any(c is None for c in costs) else round(sum(costs), 6)
+    if not artifact:  # unique per workflow run attempt and shard; give artifact-name for anything else
+        run, attempt = os.environ.get("GITHUB_RUN_ID") or "local", os.environ.get("GITHUB_RUN_ATTEMPT") or "1"
+        artifact = f"prime-ci-bench-{run}-{attempt}"
+        shard = report.get("shard")
+        if isinstance(shard, str) and re.fullmatch(r"\d+/\d+", shard):
+            artifact += "-shard-" + shard.replace("/", "-of-")
+        elif report.get("merged_from"):
+            artifact += "-merged"
+    return [
+        *lines,
+        f"result={bench_path}",
+        f"success={'true' if int(code) == 0 else 'false'}",
+        f"total-tokens={tokens}",
+        f"cost-usd={cost}",
+        f"solve-rate={solve_rate}",
+        f"report={Path(out_dir) / 'bench.md'}",
+        f"artifact-name={artifact}",
     ]
 
 
@@ -171,12 +210,14 @@ def main(argv: list[str]) -> int:
                 event_text(event_path, out)
             case ["event-text", event_path, out, extra]:
                 event_text(event_path, out, extra)
-            case ["split-args", text]:
-                sys.stdout.write("".join(a + "\0" for a in split_args(text)))
+            case ["split-args", text, *name] if len(name) <= 1:
+                sys.stdout.write("".join(a + "\0" for a in split_args(text, *name)))
             case ["budgets", text]:
                 sys.stdout.write("".join(a + "\0" for a in budgets(text)))
             case ["outputs", code, out_dir, *artifact] if len(artifact) <= 1:
                 sys.stdout.write("".join(line + "\n" for line in outputs(code, out_dir, *artifact)))
+            case ["bench-outputs", code, out_dir, *artifact] if len(artifact) <= 1:
+                sys.stdout.write("".join(line + "\n" for line in bench_outputs(code, out_dir, *artifact)))
             case ["setup-failure", out_dir]:
                 sys.stdout.write(setup_failure(out_dir))
             case _:

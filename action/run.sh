@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The agent stage of the composite action: build the `prime-ci run` command line from INPUT_* variables,
-# run it, and publish its outcome as step outputs and the step summary.
+# The agent stage of the composite action: build the `prime-ci run` (or, with INPUT_COMMAND=bench, the
+# `prime-ci bench`) command line from INPUT_* variables, run it, and publish its outcome as step outputs and
+# the step summary.
 #
 # Every input arrives as an environment variable (action.yml never puts ${{ }} into this script's text).
 # This step never fails on prime-ci's exit code: action/finish.sh does, after the artifacts are uploaded.
@@ -33,11 +34,11 @@ usage_error() {
 }
 
 helper_error=""
-helper_words() {  # helper_words ARRAY SUBCOMMAND TEXT: the helper's NUL-separated words into ARRAY
+helper_words() {  # helper_words ARRAY SUBCOMMAND TEXT [ARG]: the helper's NUL-separated words into ARRAY
   local -n _words=$1
   local tmp
   tmp=$(mktemp)
-  if ! helper_error=$("$py" "$here/helper.py" "$2" "$3" 2>&1 >"$tmp"); then
+  if ! helper_error=$("$py" "$here/helper.py" "$2" "$3" "${@:4}" 2>&1 >"$tmp"); then
     rm -f "$tmp"
     return 1
   fi
@@ -90,44 +91,88 @@ if [[ ${GATE_ALLOWED:-} != true ]]; then
 fi
 : "${PRIME_CI_BIN:?PRIME_CI_BIN is not set (the install step did not run)}"
 
-# A fresh directory per step, so that two runs in one job never read each other's result.json.
-[[ -n $out ]] || out=$(mktemp -d "${RUNNER_TEMP:-/tmp}/prime-ci-out.XXXXXX")
-args=(run "${INPUT_REPO:-.}" --out "$out")
-[[ -z ${INPUT_REF:-} ]] || args+=(--ref "$INPUT_REF")
-[[ -z ${INPUT_TASK:-} ]] || args+=(--task "$INPUT_TASK")
-[[ -z ${INPUT_TASK_FILE:-} ]] || args+=(--task-file "$INPUT_TASK_FILE")
-[[ -z ${INPUT_MODEL:-} ]] || args+=(--model "$INPUT_MODEL")
-[[ -z ${INPUT_API_BASE:-} ]] || args+=(--api-base "$INPUT_API_BASE")
-commands --gate "${INPUT_GATES:-}"
-commands --setup "${INPUT_SETUP:-}"
-paths --gates-file "${INPUT_GATES_FILE:-}"
-[[ -z ${INPUT_GATES_FROM:-} ]] || args+=(--gates-from "$INPUT_GATES_FROM")
-if [[ -n ${INPUT_BUDGETS:-} ]]; then
-  budget_flags=()
-  helper_words budget_flags budgets "$INPUT_BUDGETS" || usage_error "$helper_error"
-  args+=("${budget_flags[@]}")
-fi
-[[ -z ${INPUT_HARNESS_BRANCH:-} ]] || args+=(--harness-branch "$INPUT_HARNESS_BRANCH")
-if bool propose "${INPUT_PROPOSE:-}"; then args+=(--propose); fi
-[[ -z ${INPUT_SANDBOX:-} ]] || args+=(--sandbox "$INPUT_SANDBOX")
-if bool require-changes "${INPUT_REQUIRE_CHANGES:-}"; then args+=(--require-changes); fi
-[[ -z ${INPUT_PYTHON:-} ]] || args+=(--python "$INPUT_PYTHON")
-paths --sandbox-ro "${INPUT_SANDBOX_RO:-}"
-if bool include-dirty "${INPUT_INCLUDE_DIRTY:-}"; then args+=(--include-dirty); fi
+command=${INPUT_COMMAND:-run}
+case "$command" in
+  run) [[ -z ${INPUT_BENCH_ARGS:-} ]] || usage_error "input bench-args: only with command: bench" ;;
+  bench) ;;
+  *) usage_error "input command: expected run or bench, got '$command'" ;;
+esac
 
-# Event text (PR title/body, comments) and any caller-supplied untrusted file become one data file.
-untrusted=$(mktemp "${RUNNER_TEMP:-/tmp}/prime-ci-untrusted.XXXXXX")
-event_path=""
-if bool event-text "${INPUT_EVENT_TEXT:-true}"; then event_path=${GITHUB_EVENT_PATH:-}; fi
-helper_error=$("$py" "$here/helper.py" event-text "$event_path" "$untrusted" ${INPUT_UNTRUSTED_FILE:+"$INPUT_UNTRUSTED_FILE"} 2>&1) \
-  || usage_error "$helper_error"
-[[ ! -s $untrusted ]] || args+=(--untrusted-file "$untrusted")
+bench_args() {  # the `prime-ci bench` command line: bench-args, then the inputs both commands share
+  local name var
+  for name in task task-file gates gates-file gates-from setup budgets harness-branch python sandbox-ro ref \
+    untrusted-file extra-args; do
+    var=INPUT_${name^^}
+    var=${var//-/_}
+    [[ -z ${!var:-} ]] \
+      || usage_error "input $name: not with command: bench (the suite sets each task's; bench flags go in bench-args)"
+  done
+  [[ ${INPUT_REPO:-.} == . ]] || usage_error "input repo: not with command: bench (the suite names each task's)"
+  for name in propose require-changes include-dirty; do
+    var=INPUT_${name^^}
+    var=${var//-/_}
+    if bool "$name" "${!var:-}"; then usage_error "input $name: not with command: bench"; fi
+  done
+  local words=() word
+  helper_words words split-args "${INPUT_BENCH_ARGS:-}" bench-args || usage_error "$helper_error"
+  ((${#words[@]})) || usage_error "input bench-args: give the suite file (or --demo, or --merge DIR...)"
+  for word in "${words[@]}"; do
+    case "$word" in
+      --out | --out=* | --model | --model=* | --api-base | --api-base=* | --sandbox | --sandbox=*)
+        word=${word%%=*}
+        usage_error "input bench-args: $word is the action's input ${word#--}, not a bench-args flag" ;;
+    esac
+  done
+  # A fresh directory per step unless the workflow names one (a bench run again into it continues).
+  [[ -n $out ]] || out=$(mktemp -d "${RUNNER_TEMP:-/tmp}/prime-ci-bench.XXXXXX")
+  args=(bench "${words[@]}" --out "$out")
+  [[ -z ${INPUT_MODEL:-} ]] || args+=(--model "$INPUT_MODEL")
+  [[ -z ${INPUT_API_BASE:-} ]] || args+=(--api-base "$INPUT_API_BASE")
+  [[ -z ${INPUT_SANDBOX:-} ]] || args+=(--sandbox "$INPUT_SANDBOX")
+}
 
-if [[ -n ${INPUT_EXTRA_ARGS:-} ]]; then
-  extra=()
-  helper_words extra split-args "$INPUT_EXTRA_ARGS" || usage_error "$helper_error"
-  args+=("${extra[@]}")
-fi
+run_args() {  # the `prime-ci run` command line from the inputs
+  # A fresh directory per step, so that two runs in one job never read each other's result.json.
+  [[ -n $out ]] || out=$(mktemp -d "${RUNNER_TEMP:-/tmp}/prime-ci-out.XXXXXX")
+  args=(run "${INPUT_REPO:-.}" --out "$out")
+  [[ -z ${INPUT_REF:-} ]] || args+=(--ref "$INPUT_REF")
+  [[ -z ${INPUT_TASK:-} ]] || args+=(--task "$INPUT_TASK")
+  [[ -z ${INPUT_TASK_FILE:-} ]] || args+=(--task-file "$INPUT_TASK_FILE")
+  [[ -z ${INPUT_MODEL:-} ]] || args+=(--model "$INPUT_MODEL")
+  [[ -z ${INPUT_API_BASE:-} ]] || args+=(--api-base "$INPUT_API_BASE")
+  commands --gate "${INPUT_GATES:-}"
+  commands --setup "${INPUT_SETUP:-}"
+  paths --gates-file "${INPUT_GATES_FILE:-}"
+  [[ -z ${INPUT_GATES_FROM:-} ]] || args+=(--gates-from "$INPUT_GATES_FROM")
+  if [[ -n ${INPUT_BUDGETS:-} ]]; then
+    budget_flags=()
+    helper_words budget_flags budgets "$INPUT_BUDGETS" || usage_error "$helper_error"
+    args+=("${budget_flags[@]}")
+  fi
+  [[ -z ${INPUT_HARNESS_BRANCH:-} ]] || args+=(--harness-branch "$INPUT_HARNESS_BRANCH")
+  if bool propose "${INPUT_PROPOSE:-}"; then args+=(--propose); fi
+  [[ -z ${INPUT_SANDBOX:-} ]] || args+=(--sandbox "$INPUT_SANDBOX")
+  if bool require-changes "${INPUT_REQUIRE_CHANGES:-}"; then args+=(--require-changes); fi
+  [[ -z ${INPUT_PYTHON:-} ]] || args+=(--python "$INPUT_PYTHON")
+  paths --sandbox-ro "${INPUT_SANDBOX_RO:-}"
+  if bool include-dirty "${INPUT_INCLUDE_DIRTY:-}"; then args+=(--include-dirty); fi
+
+  # Event text (PR title/body, comments) and any caller-supplied untrusted file become one data file.
+  untrusted=$(mktemp "${RUNNER_TEMP:-/tmp}/prime-ci-untrusted.XXXXXX")
+  event_path=""
+  if bool event-text "${INPUT_EVENT_TEXT:-true}"; then event_path=${GITHUB_EVENT_PATH:-}; fi
+  helper_error=$("$py" "$here/helper.py" event-text "$event_path" "$untrusted" ${INPUT_UNTRUSTED_FILE:+"$INPUT_UNTRUSTED_FILE"} 2>&1) \
+    || usage_error "$helper_error"
+  [[ ! -s $untrusted ]] || args+=(--untrusted-file "$untrusted")
+
+  if [[ -n ${INPUT_EXTRA_ARGS:-} ]]; then
+    extra=()
+    helper_words extra split-args "$INPUT_EXTRA_ARGS" || usage_error "$helper_error"
+    args+=("${extra[@]}")
+  fi
+}
+
+if [[ $command == bench ]]; then bench_args; else run_args; fi
 
 # The project's interpreter (input python empty: REPO's .venv, else python3 on the job's PATH) is never
 # prime-ci's private virtualenv: the install step does not put it on PATH, and should the job have done so,
@@ -150,6 +195,17 @@ env -u GH_TOKEN -u GITHUB_TOKEN -u ACTIONS_RUNTIME_TOKEN -u ACTIONS_ID_TOKEN_REQ
 code=$?
 set -e
 
+if [[ $command == bench ]]; then
+  "$py" "$here/helper.py" bench-outputs "$code" "$out" "${INPUT_ARTIFACT_NAME:-}" >>"$GITHUB_OUTPUT"
+  if [[ ($code == 0 || $code == 1) && -s $out/bench.md ]]; then  # otherwise a bench.md there is older
+    head -c 900000 "$out/bench.md" >>"$summary"
+  else
+    printf '## ❌ prime-ci bench exited %s before writing a report\n\nSee the step log for the error.\n' "$code" \
+      >>"$summary"
+  fi
+  echo "prime-ci bench exited $code; report and runs in $out"
+  exit 0
+fi
 "$py" "$here/helper.py" outputs "$code" "$out" "${INPUT_ARTIFACT_NAME:-}" >>"$GITHUB_OUTPUT"
 if [[ $code != 2 && -s $out/summary.md ]]; then  # exit 2: nothing started, a summary.md there is older
   # The step summary is capped at 1 MiB per step by GitHub.

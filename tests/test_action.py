@@ -122,8 +122,8 @@ def test_action_metadata_passes_the_github_actions_schema() -> None:
 
 
 def test_workflows_pass_the_github_workflows_schema() -> None:
-    assert [w.name for w in WORKFLOWS] == ["benchmark-gate.yml", "harness-review.yml", "nightly-refactor.yml",
-                                           "pr-fixer.yml"]  # fmt: skip
+    assert [w.name for w in WORKFLOWS] == ["bench-matrix.yml", "benchmark-gate.yml", "harness-review.yml",
+                                           "nightly-refactor.yml", "pr-fixer.yml"]  # fmt: skip
     proc = subprocess.run([tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows",
                            *map(str, WORKFLOWS)], capture_output=True, text=True)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -166,7 +166,15 @@ def test_workflow_policy() -> None:
             steps = job["steps"]
             writes = {k for k, v in job["permissions"].items() if v == "write"}
             publishes = any("/publish@" in s.get("uses", "") for s in steps)
-            assert writes == ({"contents", "pull-requests"} if publishes else set()), where
+            if publishes:
+                assert writes == {"contents", "pull-requests"}, where
+            elif writes:
+                # A commenter: only pull-requests: write, and it runs nothing but its own shell and downloads.
+                assert writes == {"pull-requests"}, where
+                for step in steps:
+                    assert "run" in step or step["uses"].startswith("actions/download-artifact@"), where
+            if "secrets." in json.dumps(job):
+                assert not writes, f"{where}: the job that holds a secret has no write permission"
             for step in steps:
                 if step.get("uses", "").startswith("actions/checkout@"):
                     assert step["with"]["persist-credentials"] is False, where
@@ -465,7 +473,7 @@ def test_example_runs_prepare_a_fresh_worktree() -> None:
     for path in WORKFLOWS:
         for name, job in load_yaml(path)["jobs"].items():
             for step in job["steps"]:
-                if "prime-ci/prime-ci@" in step.get("uses", ""):
+                if "prime-ci/prime-ci@" in step.get("uses", "") and step["with"].get("command", "run") == "run":
                     assert "pip install" in step["with"].get("setup", ""), f"{path.name}:{name}"
     bench = load_yaml(ROOT / "examples" / "workflows" / "benchmark-gate.yml")["jobs"]["improve"]["steps"]
     prime = next(s for s in bench if s.get("id") == "prime")["with"]
@@ -490,6 +498,216 @@ def test_report_step_over_shard_dirs(action_run: ActionRun, tmp_path: Path) -> N
     assert (out["runs"], out["failed"]) == ("2", "0")
     assert "2 runs, 2 succeeded, 0 failed" in (tmp_path / "summary").read_text()
     assert json.loads(Path(out["json"]).read_text())["totals"]["runs"] == 2
+
+
+# --- command: bench (issue 18) ----------------------------------------------------------------------------
+
+
+def test_bench_inputs_reach_run_sh_and_their_own_upload() -> None:
+    action = load_yaml(ROOT / "action.yml")
+    inputs, steps = action["inputs"], action["runs"]["steps"]
+    assert (inputs["command"]["default"], inputs["bench-args"]["default"]) == ("run", "")
+    run_env = next(s for s in steps if s.get("id") == "run")["env"]
+    script = (ROOT / "action" / "run.sh").read_text()
+    for name in ("command", "bench-args"):
+        var = "INPUT_" + name.upper().replace("-", "_")
+        assert run_env[var] == f"${{{{ inputs.{name} }}}}" and var in script, var
+    uploads = [s for s in steps if "upload-artifact" in s.get("uses", "")]
+    assert [("inputs.command != 'bench'" in u["if"], "inputs.command == 'bench'" in u["if"]) for u in uploads] == [
+        (True, False), (False, True)]  # fmt: skip
+    paths = {p.removeprefix("${{ steps.run.outputs.out-dir }}/") for p in uploads[1]["with"]["path"].splitlines()}
+    assert paths == {"bench.json", "bench.md", "state.json", "runs/", "records/", "logs/", "harness/"}, "not repos/"
+    finish = next(s for s in steps if s.get("name") == "Exit with prime-ci's code")
+    assert finish["env"]["INPUT_COMMAND"] == "${{ inputs.command }}"
+    assert {"solve-rate", "report"} <= set(action["outputs"])
+
+
+def test_bench_step_runs_the_bench_reports_and_fails_on_its_threshold(tmp_path: Path) -> None:
+    """command: bench through run.sh, as the composite runs it: the demo suite's 7th task (tag-order: solved under
+    the base harness, not under the refined one) with --max-regression 0.5, then --merge of that shard."""
+    wrapper = tmp_path / "prime-ci-wrapper"
+    wrapper.write_text(RECORD_ARGV.format(argv=tmp_path / "argv", env=tmp_path / "child-env", real=PRIME_CI))
+    wrapper.chmod(0o755)
+    common = {"GATE_ALLOWED": "true", "PRIME_CI_BIN": str(wrapper), "INPUT_COMMAND": "bench", "INPUT_SANDBOX": "off",
+              "INPUT_REPO": ".", "INPUT_EVENT_TEXT": "true", "INPUT_PROPOSE": "false", "GITHUB_RUN_ID": "4242",
+              "GITHUB_RUN_ATTEMPT": "3", "GH_TOKEN": "ghs_canary", "GITHUB_TOKEN": "ghs_canary"}  # fmt: skip
+    proc, out, summary = run_step(tmp_path, **common,
+                                  INPUT_BENCH_ARGS="--demo --shard 7/8 --jobs 2 --max-regression '0.5'")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    bench_dir = Path(out["out-dir"])
+    assert bench_dir.parent == tmp_path and bench_dir.name.startswith("prime-ci-bench.")
+    argv = (tmp_path / "argv").read_text().split("\0")[:-1]
+    assert argv == ["bench", "--demo", "--shard", "7/8", "--jobs", "2", "--max-regression", "0.5", "--out",
+                    str(bench_dir), "--sandbox", "off"]  # fmt: skip
+    assert "GH_TOKEN=unset GITHUB_TOKEN=unset" in (tmp_path / "child-env").read_text()
+    report = json.loads((bench_dir / "bench.json").read_text())
+    assert [(t["id"], t["harness"], t["solved"]) for t in report["tasks"]] == [
+        ("tag-order", "base", True), ("tag-order", "refined", False)]  # fmt: skip
+    assert (out["exit-code"], out["success"], out["solve-rate"]) == ("1", "false", "0.0")
+    assert (out["result"], out["report"]) == (str(bench_dir / "bench.json"), str(bench_dir / "bench.md"))
+    assert out["artifact-name"] == "prime-ci-bench-4242-3-shard-7-of-8"
+    assert int(out["total-tokens"]) == sum(h["total_tokens"] for h in report["harnesses"]) > 0
+    assert summary == (bench_dir / "bench.md").read_text() and "`tag-order`" in summary
+
+    finish = subprocess.run(["bash", str(ROOT / "action" / "finish.sh")], capture_output=True, text=True,
+                            env={**base_env(tmp_path), "EXIT_CODE": out["exit-code"], "INPUT_COMMAND": "bench"})
+    assert finish.returncode == 1 and "threshold failed" in finish.stdout
+
+    merged = tmp_path / "merged"
+    proc, out, summary = run_step(tmp_path, **common, INPUT_OUT=str(merged), INPUT_ARTIFACT_NAME="",
+                                  INPUT_BENCH_ARGS=f"--merge {bench_dir} --min-solve-rate 0.5")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (out["exit-code"], out["out-dir"]) == ("1", str(merged))
+    assert out["artifact-name"] == "prime-ci-bench-4242-3-merged"
+    assert summary == (merged / "bench.md").read_text()
+    assert json.loads((merged / "bench.json").read_text())["merged_from"] == [str(bench_dir)]
+
+
+@pytest.mark.parametrize(
+    ("inputs", "needle"),
+    [
+        ({"INPUT_COMMAND": "benchmark"}, "input command: expected run or bench, got 'benchmark'"),
+        ({"INPUT_BENCH_ARGS": "suite.toml"}, "input bench-args: only with command: bench"),
+        ({"INPUT_COMMAND": "bench"}, "input bench-args: give the suite file"),
+        ({"INPUT_COMMAND": "bench", "INPUT_BENCH_ARGS": "s.toml --harness 'a"}, "input bench-args: No closing"),
+        ({"INPUT_COMMAND": "bench", "INPUT_BENCH_ARGS": "s.toml --out=x"}, "--out is the action's input out"),
+        ({"INPUT_COMMAND": "bench", "INPUT_BENCH_ARGS": "s.toml --model m"}, "--model is the action's input model"),
+        ({"INPUT_COMMAND": "bench", "INPUT_BENCH_ARGS": "s.toml", "INPUT_TASK": "t"}, "input task: not with command"),
+        ({"INPUT_COMMAND": "bench", "INPUT_BENCH_ARGS": "s.toml", "INPUT_GATES": "pytest"}, "input gates: not with"),
+        ({"INPUT_COMMAND": "bench", "INPUT_BENCH_ARGS": "s.toml", "INPUT_REPO": "x"}, "input repo: not with"),
+        ({"INPUT_COMMAND": "bench", "INPUT_BENCH_ARGS": "s.toml", "INPUT_PROPOSE": "true"}, "input propose: not with"),
+    ],
+)
+def test_bench_step_reports_bad_inputs_as_exit_2(tmp_path: Path, inputs: dict[str, str], needle: str) -> None:
+    proc, out, summary = run_step(tmp_path, GATE_ALLOWED="true", **inputs)
+    assert proc.returncode == 0, proc.stderr
+    assert out["exit-code"] == "2" and needle in summary and "::error title=prime-ci::" in proc.stdout
+    assert "must-not-run" not in proc.stderr and not list(tmp_path.glob("prime-ci-bench.*"))
+
+
+def test_bench_outputs_never_report_an_older_bench(tmp_path: Path) -> None:
+    helper = action_helper()
+    report = {"solve_rate": 0.5, "shard": None, "merged_from": [], "harnesses": [
+        {"total_tokens": 10, "cost_usd": 0.25}, {"total_tokens": 5, "cost_usd": None}]}  # fmt: skip
+    (tmp_path / "bench.json").write_text(json.dumps(report))
+    lines = dict(line.split("=", 1) for line in helper.bench_outputs("0", str(tmp_path), "named"))
+    assert (lines["success"], lines["solve-rate"], lines["total-tokens"]) == ("true", "0.5", "15")
+    assert lines["cost-usd"] == "", "one harness's cost is unknown"
+    assert lines["artifact-name"] == "named"
+    for code in ("2", "130", "70"):
+        lines = dict(line.split("=", 1) for line in helper.bench_outputs(code, str(tmp_path)))
+        assert (lines["result"], lines["report"], lines["success"], lines["exit-code"]) == ("", "", "false", code)
+
+
+def words(text: str) -> list[str]:
+    """Whitespace-separated words of an input, a `${{ ... }}` expression (with its blanks) inside one word."""
+    return re.findall(r"(?:\$\{\{.*?\}\}|\S)+", text)
+
+
+def test_harness_review_benches_the_proposal_and_comments_from_another_job() -> None:
+    jobs = load_yaml(ROOT / "examples" / "workflows" / "harness-review.yml")["jobs"]
+    bench, comment = jobs["bench"], jobs["comment"]
+    assert bench["needs"] == "policy" and bench["permissions"] == {"contents": "read"}
+    assert "startsWith(github.event.pull_request.head.ref, 'prime-ci-harness-proposals/')" in bench["if"]
+    assert "github.event.pull_request.head.repo.full_name == github.repository" in bench["if"]
+    checkouts = {s["with"]["path"]: s["with"]["ref"] for s in bench["steps"] if "checkout@" in s.get("uses", "")}
+    assert checkouts == {"project": "${{ github.event.repository.default_branch }}",
+                         "base": "${{ github.event.pull_request.base.sha }}",
+                         "proposal": "${{ github.event.pull_request.head.sha }}"}  # fmt: skip
+    prime = next(s for s in bench["steps"] if "prime-ci/prime-ci@" in s.get("uses", ""))
+    assert prime["with"]["command"] == "bench" and prime["with"]["sandbox"] == "on"
+    args = words(prime["with"]["bench-args"])
+    assert args[0] == "project/.github/prime-ci/bench.toml", "the suite comes from the default branch"
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--harness"] == [
+        "${{ runner.temp }}/harness-ab/base", "${{ runner.temp }}/harness-ab/proposal"]  # fmt: skip
+    assert float(args[args.index("--max-regression") + 1]) < 1
+    # The writer: only pull-requests: write, nothing checked out, the report from the bench job's artifact.
+    assert comment["needs"] == "bench" and comment["permissions"] == {"pull-requests": "write"}
+    assert "!cancelled()" in comment["if"], "the table is posted when the threshold failed, too"
+    download = next(s for s in comment["steps"] if "download-artifact@" in s.get("uses", ""))
+    assert download["with"]["name"] == prime["with"]["artifact-name"]
+    post = next(s for s in comment["steps"] if "run" in s)
+    assert post["env"]["GH_TOKEN"] == "${{ github.token }}" and "--body-file" in post["run"]
+    assert "permissions" in jobs["policy"] and "120000" in jobs["policy"]["steps"][1]["run"], "no symbolic links"
+
+
+FAKE_GH_COMMENTS = r'''#!/usr/bin/env python3
+"""gh for the comment step: records argv (and the body), answers the comments listing through jq."""
+import json, os, subprocess, sys
+from pathlib import Path
+
+state = Path(os.environ["FAKE_GH_DIR"])
+args = sys.argv[1:]
+record = {"argv": args}
+for i, arg in enumerate(args):
+    if arg == "--body-file":
+        record["body"] = Path(args[i + 1]).read_text()
+    if arg.startswith("body=@"):
+        record["body"] = Path(arg[len("body=@"):]).read_text()
+with open(state / "calls.jsonl", "a") as log:
+    log.write(json.dumps(record) + "\n")
+if args[:2] == ["api", "--paginate"] and args[2].endswith("/comments"):
+    listing = (state / "comments.json").read_text()
+    print(subprocess.run(["jq", "-r", args[args.index("--jq") + 1]], input=listing, text=True, check=True,
+                         capture_output=True).stdout, end="")
+'''
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="the fake gh filters through jq")
+def test_harness_review_comment_step_posts_once_then_updates_its_own_comment(tmp_path: Path) -> None:
+    comment = load_yaml(ROOT / "examples" / "workflows" / "harness-review.yml")["jobs"]["comment"]
+    script = next(s for s in comment["steps"] if "run" in s)["run"]
+    env, state = fake_gh(tmp_path)
+    (tmp_path / "fakebin" / "gh").write_text(FAKE_GH_COMMENTS.replace("#!/usr/bin/env python3", f"#!{sys.executable}"))
+    report = tmp_path / "bench" / "bench.md"
+    report.parent.mkdir()
+    rows = "".join(f"| `task-{i}` | ✓ → ✗ é |\n" for i in range(4000))
+    report.write_text("## prime-ci bench\n\n| task | flip |\n|---|---|\n" + rows)  # 100 kB
+    env.update(RUNNER_TEMP=str(tmp_path), GH_TOKEN="ghs_x", REPO="o/r", PR_NUMBER="7", REPORT=str(report),
+               RUN_URL="https://github.com/o/r/actions/runs/1")  # fmt: skip
+    marker = "<!-- prime-ci harness-review bench -->"
+
+    def post(comments: list[dict[str, Any]]) -> dict[str, Any]:
+        (state / "comments.json").write_text(json.dumps(comments))
+        (state / "calls.jsonl").unlink(missing_ok=True)
+        proc = subprocess.run(["bash", "-e", "-c", script], env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        found = calls(state)
+        assert found[0]["argv"][:3] == ["api", "--paginate", "repos/o/r/issues/7/comments"] and len(found) == 2
+        return found[1]
+
+    first = post([{"id": 1, "user": {"login": "mallory"}, "body": marker + " not ours"}])
+    assert first["argv"] == ["pr", "comment", "7", "--repo", "o/r", "--body-file", str(tmp_path / "bench-comment.md")]
+    body = first["body"]
+    assert body.startswith(marker + "\n## prime-ci bench") and "| `task-0` | ✓ → ✗ é |" in body
+    assert len(body) < 65536 and "actions/runs/1" in body
+    shown, _ = body.split("\n\n(cut: the whole report is bench.md in the artifact)\n")
+    assert shown.endswith(" é |\n") and "task-3999" not in shown, "cut at a line end, no character split"
+    ours = [{"id": 5, "user": {"login": "github-actions[bot]"}, "body": marker + "\nold"},
+            {"id": 9, "user": {"login": "github-actions[bot]"}, "body": "another workflow's"}]  # fmt: skip
+    update = post(ours)
+    assert update["argv"][:4] == ["api", "--method", "PATCH", "repos/o/r/issues/comments/5"] and update["body"] == body
+
+
+def test_bench_matrix_shards_then_merges_and_gates() -> None:
+    jobs = load_yaml(ROOT / "examples" / "workflows" / "bench-matrix.yml")["jobs"]
+    shard, merge = jobs["shard"], jobs["merge"]
+    shards = shard["strategy"]["matrix"]["shard"]
+    count = len(shards)
+    assert shards == list(range(1, count + 1)) and shard["strategy"]["fail-fast"] is False
+    prime = next(s for s in shard["steps"] if "prime-ci/prime-ci@" in s.get("uses", ""))["with"]
+    assert prime["command"] == "bench" and f"--shard ${{{{ matrix.shard }}}}/{count}" in prime["bench-args"]
+    assert "--min-solve-rate" not in prime["bench-args"], "the gate is the merged report's"
+    assert prime["artifact-name"] == "prime-ci-bench-shard-${{ matrix.shard }}"
+    assert merge["needs"] == "shard" and merge["permissions"] == {} and "!cancelled()" in merge["if"]
+    download = next(s for s in merge["steps"] if "download-artifact@" in s.get("uses", ""))["with"]
+    assert download["pattern"] == "prime-ci-bench-shard-*"
+    merging = next(s for s in merge["steps"] if "prime-ci/prime-ci@" in s.get("uses", ""))
+    args = words(merging["with"]["bench-args"])
+    assert args[0] == "--merge" and args[1:count + 1] == [
+        f"{download['path']}/prime-ci-bench-shard-{i}" for i in shards], "every shard, or the merge fails"  # fmt: skip
+    assert 0 < float(args[args.index("--min-solve-rate") + 1]) <= 1
+    assert "env" not in merging and "model" not in merging["with"], "the merge needs no model and no secret"
 
 
 # --- the trigger gate -----------------------------------------------------------------------------------
