@@ -18,7 +18,7 @@ def modules() -> dict[str, Path]:
     found = {}
     for path in PKG.rglob("*.py"):
         rel = path.relative_to(SRC)
-        if "demo" in rel.parts[:2] or "builtin_skills" in rel.parts:
+        if {"demo", "bench_demo"} & set(rel.parts[:2]) or "builtin_skills" in rel.parts:
             continue
         name = ".".join(rel.with_suffix("").parts).removesuffix(".__init__")
         found[name] = path
@@ -61,6 +61,8 @@ RULES = [
     ("prime_ci.isolation", ("prime_ci.engine", "prime_ci.kernel", "prime_ci.gates", "prime_ci.children",
                             "prime_ci.harness", "prime_ci.model", "prime_ci.session", "prime_ci.artifacts"),
      "isolation is a leaf"),
+    ("prime_ci.bench", ("prime_ci.model", "prime_ci.kernel", "prime_ci.children"),
+     "the bench drives runs as processes: it never calls a model or a kernel itself"),
 ]
 
 

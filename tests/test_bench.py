@@ -68,8 +68,12 @@ def test_shards_then_merge_equal_one_unsharded_bench(tmp_path: Path) -> None:
     for task in joined.tasks:  # run directories stay in the shards; the merged report links them
         assert (tmp_path / "merged" / task.run_dir / "result.json").is_file()
     assert "3/3 = 100.0 %" in (tmp_path / "merged" / "bench.md").read_text()
-    again = bench(["--merge", "shard1", "shard1", "--out", "twice"], tmp_path)
-    assert again.returncode == 2 and "is in both" in again.stderr
+    partial = bench(["--merge", "shard1", "shard2", "--out", "partial", "--min-solve-rate", "1"], tmp_path)
+    assert partial.returncode == 2 and "shard(s) 3/3 missing" in partial.stderr
+    again = bench(["--merge", "shard1", "shard1", "shard2", "--out", "twice"], tmp_path)
+    assert again.returncode == 2 and "shard 1/3 given twice" in again.stderr
+    empty = bench([str(suite), "--shard", "4/4", "--out", "empty"], tmp_path)
+    assert empty.returncode == 2 and "--shard 4/4 has no tasks: the suite has 3" in empty.stderr
 
 
 def test_a_killed_bench_reruns_only_unfinished_tasks(tmp_path: Path) -> None:
@@ -96,8 +100,14 @@ def test_a_killed_bench_reruns_only_unfinished_tasks(tmp_path: Path) -> None:
     assert [line.split("] ", 1)[1].split(" ", 1)[0] for line in started] == ["b", "c"]
     r = report(out)
     assert [t.id for t in r.tasks] == ["a", "b", "c"] and all(t.solved for t in r.tasks)
+    assert r.wall_s > sum(t.wall_s for t in r.tasks if t.id == "a"), "the killed part's time counts too"
+    suite.write_text(suite.read_text().replace('id = "c"\n', 'id = "c"\nmax_turns = 11\n'))
+    edited = bench([str(suite), "--out", str(out), "--jobs", "1"], tmp_path)
+    assert edited.returncode == 0, edited.stderr
+    assert "2 finished earlier" in edited.stderr and "] c @default" in edited.stderr
+    assert "] a @default" not in edited.stderr and "] b @default" not in edited.stderr
     other = bench([str(suite), "--out", str(out), "--repeat", "2"], tmp_path)
-    assert other.returncode == 2 and "holds another bench" in other.stderr
+    assert other.returncode == 2 and "holds another bench (repeat: 1 then, 2 now)" in other.stderr
 
 
 def test_thresholds_fail_the_job(tmp_path: Path) -> None:
@@ -187,6 +197,24 @@ def test_swe_bench_needs_a_mirror(tmp_path: Path) -> None:
     (tmp_path / "m").mkdir()
     proc = bench(["i.json", "--mirror", "m"], tmp_path)
     assert proc.returncode == 2 and "no local clone of a/b" in proc.stderr
+    (tmp_path / "m" / "a__b").mkdir()
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"instance_id": "a__b-2", "repo": "a/b", "base_commit": "x",
+                                                    "problem_statement": "p", "FAIL_TO_PASS": "[oops"}) + "\n")
+    bad = bench(["bad.jsonl", "--mirror", "m"], tmp_path)
+    assert bad.returncode == 2 and "FAIL_TO_PASS is not a JSON list" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_hidden_tests_that_cannot_run_give_no_verdict_and_run_again(tmp_path: Path) -> None:
+    suite = replay_suite(tmp_path / "s", ["typo"], extra='fail_to_pass = ["test_calc.py::test_no_such_test"]')
+    first = bench([str(suite), "--out", "o"], tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "1 run gave no verdict (hidden tests could not run)" in first.stderr
+    [task] = report(tmp_path / "o").tasks
+    assert not task.solved and task.hidden is not None and task.hidden.error is not None
+    assert "pytest exit 4" in task.hidden.error and task.detail == task.hidden.error
+    assert "hidden tests could not run" in (tmp_path / "o" / "bench.md").read_text()
+    again = bench([str(suite), "--out", "o"], tmp_path)
+    assert "] typo @default" in again.stderr and "finished earlier" not in again.stderr
 
 
 def test_bench_schema_is_the_report_model() -> None:

@@ -62,8 +62,8 @@ def test_single_harness_report() -> None:
     assert "  - `gates_failed` × 2: `t4`, `t7`" in md
     assert "  - `hidden tests failed` × 1: `t2`" in md
     assert "A/B" not in md and "Thresholds" not in md
-    assert "| `t2` | `base` | ❌ | `completed` (hidden tests failed) | $0.0125 | 1,200 | 4 | 30s | — | " \
-           "[summary](runs/base/t2/summary.md) |" in md
+    assert "| `t2` | `base` | ❌ | `completed` ([hidden tests failed](runs/base/t2/hidden/check.log): `test_x`) | " \
+           "$0.0125 | 1,200 | 4 | 30s | — | [summary](runs/base/t2/summary.md) |" in md
     assert "| `t0` | `base` | ✅ | `completed` | $0.0125 | 1,200 | 4 | 30s | 20s | " \
            "[summary](runs/base/t0/summary.md) |" in md
     assert "repeat" not in md

@@ -23,6 +23,15 @@ from prime_ci.bench.verdict import gates_passed, hidden_check, python_of, solved
 from prime_ci.engine.environment import Standalone
 from prime_ci.errors import ConfigError
 
+# outcomes that say nothing about the harness or the model's work: a bench run again runs these again
+RETRY = {"bench_error", "model_error", "internal_error", "interrupted", "persistence_error", "sandbox_unavailable"}
+
+
+def final(record: TaskResult, task: Task) -> bool:
+    """A record that stands: the same task definition, and an outcome that is a verdict."""
+    return (record.fingerprint == task.fingerprint() and record.stop_reason not in RETRY
+            and not (record.hidden is not None and record.hidden.error))
+
 
 class Interrupted(Exception):
     """The bench was stopped by a signal; unfinished jobs have no record and run again next time."""
@@ -38,6 +47,7 @@ class HarnessState:
 
 @dataclass(frozen=True)
 class Job:
+    index: int  # the task's position in the suite
     task: Task
     harness: HarnessState
     repeat: int
@@ -64,17 +74,18 @@ class Plan:
     repeat: int = 1
     shard: tuple[int, int] | None = None
     sandbox: str = "auto"
+    python: str | None = None  # the interpreter of tasks that name none (--python)
     repos: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # task id -> (repo, ref) to run on
 
     def jobs(self) -> list[Job]:
         """Deterministic: the shard takes every N-th task of the suite (all its harnesses and repeats, so the
         pairs of an A/B stay in one shard); jobs of one task and repeat are adjacent, harness by harness."""
-        tasks = self.suite.tasks
+        tasks = list(enumerate(self.suite.tasks))
         if self.shard is not None:
             index, count = self.shard
-            tasks = [t for i, t in enumerate(tasks) if i % count == index - 1]
-        return [Job(t, h, k, seed_of(t.id, k), t.id if self.repeat == 1 else f"{t.id}.r{k}")
-                for t in tasks for k in range(self.repeat) for h in self.harnesses]
+            tasks = [(i, t) for i, t in tasks if i % count == index - 1]
+        return [Job(i, t, h, k, seed_of(t.id, k), t.id if self.repeat == 1 else f"{t.id}.r{k}")
+                for i, t in tasks for k in range(self.repeat) for h in self.harnesses]
 
     def model_for(self, job: Job) -> str:
         if self.model:
@@ -87,7 +98,8 @@ class Plan:
         return f"replay:{recording / 'session.jsonl'}"
 
     def recorded(self) -> bool:
-        return all(self.model_for(j).startswith("replay:") for j in self.jobs())
+        jobs = self.jobs()
+        return bool(jobs) and all(self.model_for(j).startswith("replay:") for j in jobs)
 
     def argv(self, job: Job, harness_copy: Path | None) -> list[str]:
         t = job.task
@@ -102,6 +114,8 @@ class Plan:
             argv += ["--task", t.text()]
         if self.api_base and not self.model_for(job).startswith("replay:"):
             argv += ["--api-base", self.api_base]
+        if t.python is None and self.python is not None:
+            t = t.model_copy(update={"python": self.python})
         for flag, values in (("--gate", t.gates), ("--gates-file", t.gates_file), ("--setup", t.setup)):
             for value in values:
                 argv += [flag, value]
@@ -136,7 +150,8 @@ class Driver:
     async def run(self) -> list[TaskResult]:
         """Every job of the plan; finished ones (a record exists) are read, not rerun."""
         all_jobs = self.plan.jobs()
-        done = {j.key + "@" + j.harness.label: r for j in all_jobs if (r := load_record(j.record(self.plan.out)))}
+        done = {j.key + "@" + j.harness.label: r for j in all_jobs
+                if (r := load_record(j.record(self.plan.out))) is not None and final(r, j.task)}
         todo = [j for j in all_jobs if j.key + "@" + j.harness.label not in done]
         results = list(done.values())
         gate = asyncio.Semaphore(self.jobs)
@@ -200,31 +215,48 @@ class Driver:
 
     async def _verdict(self, job: Job, run_dir: Path, code: int, log: Path) -> TaskResult:
         rel = str(run_dir.relative_to(self.plan.out))
+        task = job.task if job.task.python is not None or self.plan.python is None else job.task.model_copy(
+            update={"python": self.plan.python})
+        ids: dict[str, Any] = {"id": task.id, "index": job.index, "fingerprint": job.task.fingerprint(),
+                               "harness": job.harness.label, "repeat": job.repeat, "seed": job.seed}
         try:
             result: dict[str, Any] = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return TaskResult(id=job.task.id, harness=job.harness.label, repeat=job.repeat, seed=job.seed,
-                              solved=False, stop_reason="bench_error", exit_code=code, cost_usd=None,
+            return TaskResult(**ids, solved=False, stop_reason="bench_error", exit_code=code, cost_usd=None,
                               total_tokens=0, turns=0, wall_s=0.0, time_to_green_s=None, run_dir=rel,
-                              gates_passed=None, detail=f"prime-ci run exited {code} without a result.json: "
-                              f"see {log.relative_to(self.plan.out)}")
+                              gates_passed=None, detail=f"prime-ci run exited {code} without a result.json"
+                              f"{_last_error(log)}; see {log.relative_to(self.plan.out)}")
         hidden: HiddenCheck | None = None
-        if job.task.hidden_tests() and int(result.get("exit_code", -1)) == 0:
-            hidden = await hidden_check(job.task, self._source(job),
+        if task.hidden_tests() and int(result.get("exit_code", -1)) == 0:
+            hidden = await hidden_check(task, self._source(job),
                                         str(result["base_commit"]), run_dir, self.plan.out,
                                         Standalone(sandbox=self.plan.sandbox))
         usage = result.get("usage") or {}
+        if hidden is not None and hidden.passed:
+            detail = None
+        elif hidden is not None:
+            detail = hidden.error or "the hidden tests fail on the run's patch"
+        else:
+            detail = str(result.get("detail") or "") or None
         return TaskResult(
-            id=job.task.id, harness=job.harness.label, repeat=job.repeat, seed=job.seed,
-            solved=solved(result, hidden), stop_reason=str(result.get("stop_reason")),
+            **ids, solved=solved(result, hidden), stop_reason=str(result.get("stop_reason")),
             exit_code=result.get("exit_code"), cost_usd=usage.get("cost_usd"),
             total_tokens=int(usage.get("total_tokens") or 0), turns=int(usage.get("turns") or 0),
             wall_s=float(result.get("wall_s") or 0.0), time_to_green_s=result.get("time_to_green_s"), run_dir=rel,
-            gates_passed=gates_passed(result), hidden=hidden,
-            detail=None if hidden is None or hidden.passed else "the hidden tests fail on the run's patch")
+            gates_passed=gates_passed(result), hidden=hidden, detail=detail)
 
     def _source(self, job: Job) -> str:
         return self.plan.repos.get(job.task.id, (job.task.repo, None))[0]
+
+
+def _last_error(log: Path) -> str:
+    """The run's own one-line error, from the end of its console log."""
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()[-20:]
+    except OSError:
+        return ""
+    errors = [line.removeprefix("prime-ci: error: ") for line in lines if line.startswith("prime-ci: error: ")]
+    return f" ({errors[-1][:300]})" if errors else ""
 
 
 def _die_with_parent() -> None:

@@ -45,7 +45,10 @@ def _pct(value: float) -> str:
     return f"{value * 100:.1f} %"
 
 
-def _sign(value: float) -> str:
+def _sign(value: float, shown: str = "") -> str:
+    """The sign of a difference as it will be shown: none when it shows as zero ("-0s" is no difference)."""
+    if shown and not shown.strip("0.,$ smh%"):
+        return ""
     return "+" if value > 0 else "-" if value < 0 else ""
 
 
@@ -58,7 +61,8 @@ def _signed_usd(value: float | None) -> str:
 
 
 def _signed_duration(value: float) -> str:
-    return _sign(value) + format_duration(abs(value))
+    shown = format_duration(abs(value))
+    return _sign(value, shown) + shown
 
 
 def _ttg(value: float | None) -> str:
@@ -88,7 +92,7 @@ def _keys(keys: list[str]) -> str:
 def _failure(task: TaskResult) -> str:
     """Why an unsolved run failed: its stop reason, or the hidden tests when the run itself completed."""
     if task.stop_reason == _COMPLETED and task.hidden is not None and not task.hidden.passed:
-        return "hidden tests failed"
+        return "hidden tests could not run" if task.hidden.error else "hidden tests failed"
     if task.stop_reason == _COMPLETED and task.gates_passed is False:
         return "gates failed"
     return task.stop_reason
@@ -118,7 +122,8 @@ def _headline(report: BenchReport) -> list[str]:
 
 
 def _harness(report: BenchReport, summary: Summary, repeats: bool) -> list[str]:
-    lines = [f"### Harness {_code(summary.harness)} (from {_code(summary.source)})", "",
+    source = "no harness state" if summary.source == "none" else f"from {_code(summary.source)}"
+    lines = [f"### Harness {_code(summary.harness)} ({source})", "",
              f"- **Solve rate:** {solve_rate_line(summary)}",
              f"- **Cost:** {_cost(summary.cost_usd)} · **Tokens:** {summary.total_tokens:,} · "
              f"**Turns:** {summary.turns} · **Wall:** {format_duration(summary.wall_s)} (sum) · "
@@ -208,7 +213,7 @@ def _thresholds(checks: list[ThresholdCheck]) -> list[str]:
 
 def _ordered(tasks: Iterable[TaskResult], harnesses: list[str] | None = None) -> list[TaskResult]:
     order = {h: i for i, h in enumerate(harnesses or [])}
-    return sorted(tasks, key=lambda t: (t.id, t.repeat, order.get(t.harness, len(order)), t.harness))
+    return sorted(tasks, key=lambda t: (t.index, t.id, t.repeat, order.get(t.harness, len(order)), t.harness))
 
 
 def _link(run_dir: str) -> str:
@@ -222,8 +227,13 @@ def _tasks(report: BenchReport) -> list[str]:
     lines = [f"<details><summary>Per-task results ({len(report.tasks)} runs)</summary>", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for t in _ordered(report.tasks, [s.harness for s in report.harnesses]):
-        reason = _code(t.stop_reason) + (" (hidden tests failed)" if t.hidden is not None and not t.hidden.passed
-                                         else "")
+        reason = _code(t.stop_reason)
+        if t.hidden is not None and not t.hidden.passed:
+            what = "hidden tests could not run" if t.hidden.error else "hidden tests failed"
+            failing = f": {_keys(t.hidden.failing)}" if t.hidden.failing else ""
+            reason += f" ([{what}]({quote(t.hidden.log)}){failing})"
+        elif t.detail and not t.solved and t.stop_reason not in ("completed", "gates_failed"):
+            reason += f" ({_cell(t.detail.splitlines()[0][:160])})"
         cells = [_code(t.id), _code(t.harness), *([str(t.repeat)] if with_repeat else []),
                  "✅" if t.solved else "❌", reason, _cost(t.cost_usd), f"{t.total_tokens:,}", str(t.turns),
                  format_duration(t.wall_s), _ttg(t.time_to_green_s), _link(t.run_dir)]

@@ -19,6 +19,8 @@ class HiddenCheck(BaseModel):
     failing: list[str] = Field(default_factory=list, description="test ids that failed (or were not found)")
     log: str = Field(description="the check's output, relative to bench.json's directory")
     duration_s: float
+    error: str | None = Field(None, description="why the check could not judge (e.g. a test id not found, no "
+                              "pytest): no verdict on the patch; the task runs again when the bench is run again")
 
 
 class TaskResult(BaseModel):
@@ -26,6 +28,9 @@ class TaskResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     id: str = Field(description="the task's id in the suite")
+    index: int = Field(0, description="the task's position in the suite (report order)")
+    fingerprint: str = Field("", description="hash of the task's definition and the files it names: a bench run "
+                             "again reruns a task whose fingerprint changed")
     harness: str = Field(description="label of the harness state the run used ('default' when none was given)")
     repeat: int = Field(description="0-based repeat index (--repeat)")
     seed: int = Field(description="the seed passed to the run (--seed); providers that take one get it")

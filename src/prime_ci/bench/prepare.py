@@ -17,6 +17,7 @@ from prime_ci.harness.branch import git_dir_of, load_branch
 from prime_ci.harness.store import HarnessError
 from prime_ci.isolation.worktree import IDENTITY, git, is_url
 
+HARNESS_ENTRIES = ("prompts", "memories", "skills", "subagents", "history.jsonl")
 # a fixed author, committer and date: the same directory is the same base commit in every shard
 FIXED = {"GIT_AUTHOR_NAME": "prime-ci bench", "GIT_AUTHOR_EMAIL": "bench@prime-ci",
          "GIT_COMMITTER_NAME": "prime-ci bench", "GIT_COMMITTER_EMAIL": "bench@prime-ci",
@@ -30,6 +31,8 @@ def harness_states(out: Path, given: list[str], repo: Path) -> list[HarnessState
     states: list[HarnessState] = []
     for value in given:
         path = Path(value)
+        if path.is_dir() and any(path.iterdir()) and not any((path / n).exists() for n in HARNESS_ENTRIES):
+            raise ConfigError(f"--harness {value}: not a harness state (none of {', '.join(HARNESS_ENTRIES)})")
         name = re.sub(r"[^A-Za-z0-9._-]", "-", path.name if path.is_dir() else value).strip("-.") or "harness"
         label, n = name, 2
         while any(s.label == label for s in states):
@@ -39,7 +42,7 @@ def harness_states(out: Path, given: list[str], repo: Path) -> list[HarnessState
         shutil.rmtree(fresh, ignore_errors=True)
         if path.is_dir():
             shutil.copytree(path, fresh, symlinks=True)
-            source = str(path.resolve())
+            source = value
         else:
             try:
                 found = load_branch(git_dir_of(repo), value, fresh)
@@ -47,7 +50,7 @@ def harness_states(out: Path, given: list[str], repo: Path) -> list[HarnessState
                 raise ConfigError(f"--harness {value}: {exc}") from None
             if not found:
                 raise ConfigError(f"--harness {value}: neither a directory nor a harness branch of {repo}")
-            source = f"branch {value} of {repo.resolve()}"
+            source = f"branch {value}"
         if dest.exists() and digest(dest) != digest(fresh):
             shutil.rmtree(fresh)
             raise ConfigError(f"--harness {value}: differs from the state this bench started with ({dest}); "
@@ -99,23 +102,31 @@ def _commit_directory(src: Path, parent: Path) -> Path:
     return dest
 
 
-def check_state(plan: Plan) -> dict[str, Any]:
-    """OUT/state.json: what this bench is. A bench run again into the same OUT must be the same bench."""
-    state = {"suite": {"path": str(plan.suite.path), "sha256": plan.suite.sha256},
-             "harnesses": [{"label": h.label, "source": h.source} for h in plan.harnesses],
-             "model": plan.model, "api_base": plan.api_base, "repeat": plan.repeat,
-             "shard": None if plan.shard is None else f"{plan.shard[0]}/{plan.shard[1]}"}
+def check_state(plan: Plan) -> None:
+    """OUT/state.json: what this bench is. A bench run again into the same OUT must compare the same things
+    (harness states, model, repeat, shard); the suite may change: a task whose definition changed runs again
+    (its record's fingerprint), an unchanged one keeps its verdict. The endpoint (--api-base) may change."""
+    state: dict[str, Any] = {"harnesses": [h.label for h in plan.harnesses], "model": plan.model,
+                             "repeat": plan.repeat,
+                             "shard": None if plan.shard is None else f"{plan.shard[0]}/{plan.shard[1]}"}
     path = plan.out / "state.json"
     if path.is_file():
         before = json.loads(path.read_text(encoding="utf-8"))
-        differs = [k for k in state if k != "harnesses" and before.get(k) != state[k]]
-        labels = [h["label"] for h in before.get("harnesses", [])]
-        if labels != [h.label for h in plan.harnesses]:
-            differs.append("harnesses")
+        differs = [f"{k}: {before.get(k)!r} then, {v!r} now" for k, v in state.items() if before.get(k) != v]
         if differs:
-            raise ConfigError(f"{plan.out} holds another bench (its {', '.join(differs)} differ): use a new --out "
-                              "to start one, or the same options to continue it")
+            raise ConfigError(f"{plan.out} holds another bench ({'; '.join(differs)}): use a new --out to start "
+                              "one, or the same options to continue it")
+        state["wall_s"] = float(before.get("wall_s", 0.0))
     else:
         plan.out.mkdir(parents=True, exist_ok=True)
-        durable.write_json(path, state)
-    return state
+        state["wall_s"] = 0.0
+    durable.write_json(path, {**state, "suite": str(plan.suite.path)})
+
+
+def add_wall(out: Path, seconds: float) -> float:
+    """The bench's wall clock over every invocation into OUT (a resumed bench counts its earlier parts)."""
+    path = out / "state.json"
+    state = json.loads(path.read_text(encoding="utf-8"))
+    state["wall_s"] = round(float(state.get("wall_s", 0.0)) + seconds, 3)
+    durable.write_json(path, state)
+    return float(state["wall_s"])

@@ -25,7 +25,7 @@ def build(suite: SuiteInfo, harnesses: list[tuple[str, str]], results: list[Task
           merged_from: list[str] | None = None) -> BenchReport:
     """``harnesses``: (label, source) in the order given; the first is the baseline, the last the candidate."""
     order = {label: i for i, (label, _) in enumerate(harnesses)}
-    tasks = sorted(results, key=lambda r: (r.id, r.repeat, order.get(r.harness, len(order))))
+    tasks = sorted(results, key=lambda r: (r.index, r.id, r.repeat, order.get(r.harness, len(order))))
     summaries = [stats.summarize(label, source, [r for r in tasks if r.harness == label])
                  for label, source in harnesses]
     candidate = summaries[-1]
@@ -80,6 +80,19 @@ def merge(dirs: list[Path], out: Path, limits: Thresholds) -> BenchReport:
     once. Run directories stay where they are: the merged report links them relative to OUT."""
     parts = [(d, read(d)) for d in dirs]
     first = parts[0][1]
+    shards = [p.shard for _, p in parts]
+    counts = {s.split("/")[1] for s in shards if s}
+    if None in shards or len(counts) != 1:
+        raise ConfigError("--merge joins the shards of one bench (each run with --shard i/N, the same N); got "
+                          + ", ".join(f"{d}: {p.shard or 'not a shard'}" for d, p in parts))
+    total = int(counts.pop())
+    twice = sorted({str(s) for s in shards if shards.count(s) > 1})
+    if twice:
+        raise ConfigError(f"--merge: shard {', '.join(twice)} given twice")
+    missing = sorted(set(range(1, total + 1)) - {int(str(s).split("/")[0]) for s in shards})
+    if missing:
+        raise ConfigError(f"--merge: shard(s) {', '.join(f'{i}/{total}' for i in missing)} missing: a partial "
+                          "report would pass thresholds on part of the suite")
     same = ("suite.sha256", "model", "repeat", "harnesses")
     for d, part in parts[1:]:
         differs = [name for name, a, b in (

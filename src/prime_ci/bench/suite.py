@@ -75,6 +75,14 @@ class Task(BaseModel):
             return self.test_patch
         return Path(self.test_patch).read_text(encoding="utf-8")
 
+    def fingerprint(self) -> str:
+        """The definition and the bytes of the files it names (task file, test patch, gate files)."""
+        h = hashlib.sha256(self.model_dump_json().encode())
+        for name in (self.task_file, self.test_patch, *self.gates_file):
+            if name and "\n" not in name and Path(name).is_file():
+                h.update(b"\0" + Path(name).read_bytes())
+        return h.hexdigest()[:16]
+
     def replay_dir(self, harness: str) -> Path | None:
         """The recording for ``harness``: ``{harness}`` filled in, else with ``default`` when that is missing."""
         if self.replay is None:
@@ -172,15 +180,23 @@ def _task(path: Path, index: int, row: dict[str, Any], base: Path) -> Task:
     return task
 
 
-def _ids(value: Any) -> list[str]:
+def _ids(value: Any, what: str, instance: Any) -> list[str]:
     """SWE-bench keeps test lists as JSON text in its dataset files."""
     if isinstance(value, str):
-        value = json.loads(value) if value.strip() else []
+        try:
+            value = json.loads(value) if value.strip() else []
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"SWE-bench instance {instance}: {what} is not a JSON list: {exc.msg}") from None
+    if not isinstance(value, list | type(None)):
+        raise ConfigError(f"SWE-bench instance {instance}: {what} must be a list of test ids")
     return [str(v) for v in value or []]
 
 
 def _swe_task(row: dict[str, Any], mirror: Path) -> dict[str, Any]:
-    repo = str(row.get("repo", ""))
+    missing = [k for k in ("repo", "base_commit", "problem_statement") if not row.get(k)]
+    if missing:
+        raise ConfigError(f"SWE-bench instance {row.get('instance_id')}: missing {', '.join(missing)}")
+    repo = str(row["repo"])
     owner, _, name = repo.partition("/")
     candidates = [mirror / f"{owner}__{name}", mirror / owner / name, mirror / f"{owner}+{name}", mirror / name]
     found = next((c for c in candidates if c.is_dir()), None)
@@ -190,9 +206,11 @@ def _swe_task(row: dict[str, Any], mirror: Path) -> dict[str, Any]:
     task: dict[str, Any] = {
         "id": str(row["instance_id"]), "repo": str(found.resolve()), "ref": str(row["base_commit"]),
         "task": str(row["problem_statement"]), "test_patch": row.get("test_patch") or None,
-        "fail_to_pass": _ids(row.get("FAIL_TO_PASS")), "pass_to_pass": _ids(row.get("PASS_TO_PASS")),
+        "fail_to_pass": _ids(row.get("FAIL_TO_PASS"), "FAIL_TO_PASS", row.get("instance_id")),
+        "pass_to_pass": _ids(row.get("PASS_TO_PASS"), "PASS_TO_PASS", row.get("instance_id")),
     }
-    for key in ("setup", "test_command", "python", "max_turns", "max_wall", "max_cost", "model", "gates"):
+    for key in ("setup", "test_command", "python", "max_turns", "max_wall", "max_cost", "max_tokens",
+                "max_gate_retries", "model", "gates"):
         if key in row:
             task[key] = row[key]
     return task

@@ -15,10 +15,13 @@ from prime_ci.artifacts import durable
 from prime_ci.bench.model import HiddenCheck
 from prime_ci.bench.suite import DEFAULT_TEST_COMMAND, Task
 from prime_ci.engine.environment import Standalone, standalone
+from prime_ci.gates.runner import GateResult
 from prime_ci.gates.specs import GateSpec
 from prime_ci.isolation.worktree import GitError, Worktree, create_worktree
 
 HIDDEN_TIMEOUT = 900.0
+# pytest's exit codes that say the tests did not run, as opposed to 1: some tests failed
+PYTEST_NOT_RUN = {2: "interrupted", 3: "internal error", 4: "usage error: a test id not found?", 5: "no tests ran"}
 
 
 def gates_passed(result: dict[str, Any]) -> bool | None:
@@ -55,19 +58,34 @@ async def hidden_check(task: Task, source: str, base_commit: str, run_dir: Path,
     try:
         problem = await asyncio.to_thread(_apply_all, wt, run_dir / "patch.diff", task.patch_text())
         if problem is not None:
-            log = log_dir / "hidden.log"
-            durable.write(log, problem + "\n", sync=False)
+            durable.write(log_dir / "hidden.log", problem + "\n", sync=False)
             return HiddenCheck(passed=False, command=command, exit_code=None, failing=[],
-                               log=os.path.relpath(log, bench_out), duration_s=round(time.monotonic() - started, 3))
+                               log=os.path.relpath(log_dir / "hidden.log", bench_out),
+                               duration_s=round(time.monotonic() - started, 3), error=problem)
         spec = GateSpec(name="hidden", command=command, timeout=HIDDEN_TIMEOUT)
         options = Standalone(sandbox=options.sandbox, python=python_of(task), sandbox_ro=options.sandbox_ro,
                              pass_env=options.pass_env)
         result = (await standalone([spec], wt.path, log_dir, options, lambda _: None))[0]
     finally:
         await asyncio.to_thread(wt.remove)
+    rel = os.path.relpath(result.log_path, bench_out)
     return HiddenCheck(passed=result.passed, command=command, exit_code=result.exit_code,
-                       failing=[f.test for f in result.failures], log=os.path.relpath(result.log_path, bench_out),
-                       duration_s=round(time.monotonic() - started, 3))
+                       failing=[f.test for f in result.failures], log=rel,
+                       duration_s=round(time.monotonic() - started, 3), error=_not_run(command, result, rel))
+
+
+def _not_run(command: str, result: GateResult, log: str) -> str | None:
+    """Why the hidden tests could not judge the patch, when pytest says it ran none (or is not there)."""
+    if result.passed or "pytest" not in command:
+        return None
+    if "No module named pytest" in result.output:
+        return f"the hidden tests could not run: no pytest in the task's interpreter (see {log}; set python)"
+    if result.exit_code in PYTEST_NOT_RUN:
+        return f"the hidden tests could not run: pytest exit {result.exit_code}, {PYTEST_NOT_RUN[result.exit_code]} " \
+               f"(see {log})"
+    if result.timed_out:
+        return f"the hidden tests timed out after {HIDDEN_TIMEOUT:.0f}s (see {log})"
+    return None
 
 
 def _apply_all(wt: Worktree, run_patch: Path, test_patch: str | None) -> str | None:

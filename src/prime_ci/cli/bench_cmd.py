@@ -52,6 +52,8 @@ FRACTION = click.FloatRange(0, 1)
 @click.option("--shard", callback=_shard, metavar="i/N", help="Run every N-th task, starting with the i-th.")
 @click.option("--mirror", type=click.Path(file_okay=False, path_type=Path), help="Local clones for SWE-bench "
               "instances (owner__name, owner/name or name).")
+@click.option("--python", help="The interpreter of tasks that name none (default: each run's own choice: REPO's "
+              ".venv, else python3 on PATH).")
 @click.option("--sandbox", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("prime-ci-bench"),
               show_default=True, help="Report, runs and records; a bench run again into it continues.")
@@ -63,8 +65,8 @@ FRACTION = click.FloatRange(0, 1)
 @click.option("--json", "json_output", is_flag=True, help="Print bench.json on stdout at the end.")
 def bench(args: tuple[str, ...], demo: bool, merge: bool, harnesses: tuple[str, ...], harness_repo: Path,
           model: str | None, api_base: str | None, jobs: int, repeat: int, shard: tuple[int, int] | None,
-          mirror: Path | None, sandbox: str, out: Path, min_solve_rate: float | None, max_regression: float | None,
-          attach_to: Path | None, json_output: bool) -> int:
+          mirror: Path | None, python: str | None, sandbox: str, out: Path, min_solve_rate: float | None,
+          max_regression: float | None, attach_to: Path | None, json_output: bool) -> int:
     """Run a task suite (TOML, JSONL, or SWE-bench instances) as ordinary runs and report solve rates; with two
     --harness, a paired A/B. Exit 0 when it finished, 1 when --min-solve-rate/--max-regression fail."""
     from prime_ci.bench import report as reports
@@ -79,17 +81,17 @@ def bench(args: tuple[str, ...], demo: bool, merge: bool, harnesses: tuple[str, 
     if demo == bool(args) or len(args) > 1:
         raise click.UsageError("give one SUITE file, or --demo")
     code = run_bench(Path(args[0]) if args else None, list(harnesses), harness_repo, model, api_base, jobs, repeat,
-                     shard, mirror, sandbox, out, limits, attach_to)
+                     shard, mirror, sandbox, out, limits, attach_to, python)
     return code if code else _finish(reports.read(out.resolve()), out, json_output)
 
 
 def run_bench(suite_path: Path | None, harnesses: list[str], harness_repo: Path, model: str | None,
               api_base: str | None, jobs: int, repeat: int, shard: tuple[int, int] | None, mirror: Path | None,
-              sandbox: str, out: Path, limits: Any, attach_to: Path | None = None) -> int:
+              sandbox: str, out: Path, limits: Any, attach_to: Path | None = None, python: str | None = None) -> int:
     """A bench to its report (OUT/bench.json, bench.md); 130 when interrupted, else 0 (thresholds: the caller)."""
     from prime_ci.bench import prepare
     from prime_ci.bench import report as reports
-    from prime_ci.bench.driver import Driver, Interrupted, Plan
+    from prime_ci.bench.driver import RETRY, Driver, Interrupted, Plan, final, load_record
     from prime_ci.bench.model import SuiteInfo
     from prime_ci.bench.suite import load_suite
     from prime_ci.model.credentials import model_problem
@@ -107,28 +109,46 @@ def run_bench(suite_path: Path | None, harnesses: list[str], harness_repo: Path,
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     plan = Plan(suite, out, prepare.harness_states(out, harnesses, harness_repo), model, api_base, repeat, shard,
-                sandbox)
+                sandbox, python)
+    jobs_all = plan.jobs()
+    if not jobs_all:
+        raise ConfigError(f"--shard {shard[0]}/{shard[1]} has no tasks: the suite has {len(suite.tasks)}"
+                          if shard else "the suite has no tasks")
     prepare.check_state(plan)
     recorded = plan.recorded()  # also: every job has a model, before anything runs
     prepare.materialize(plan)
-    jobs_total = len(plan.jobs())
-    say(f"bench {suite.name}: {jobs_total} runs ({len(plan.jobs()) // max(1, len(plan.harnesses) * repeat)} tasks"
-        f"{f', shard {shard[0]}/{shard[1]}' if shard else ''} x {len(plan.harnesses)} harness(es) x {repeat}), "
-        f"{jobs} at a time -> {out}")
+    earlier = sum(1 for j in jobs_all if (r := load_record(j.record(out))) is not None and final(r, j.task))
+    tasks = len(jobs_all) // (len(plan.harnesses) * repeat)
+    say(f"bench {escape(suite.name)}: {_n(len(jobs_all), 'run')} ({_n(tasks, 'task')}"
+        f"{f' of shard {shard[0]}/{shard[1]}' if shard else ''} x {_n(len(plan.harnesses), 'harness state')} x "
+        f"{repeat}){f', {earlier} finished earlier' if earlier else ''}, {jobs} at a time -> {out}")
     if recorded:
         say("model: recorded sessions (replay) - the numbers show the machinery, not a model's ability")
     try:
-        with _bar(jobs_total) as progress:
+        with _bar(len(jobs_all)) as progress:
             results = asyncio.run(Driver(plan, jobs, progress).run())
     except Interrupted as exc:
+        prepare.add_wall(out, time.monotonic() - started)
         say(f"interrupted: {exc}; run the same command again to finish them")
         return 130
+    unjudged = [r for r in results if r.stop_reason in RETRY or (r.hidden is not None and r.hidden.error)]
+    if unjudged:
+        why = ", ".join(sorted({r.stop_reason if r.stop_reason in RETRY else "hidden tests could not run"
+                                for r in unjudged}))
+        say(f"[yellow]warning:[/] {_n(len(unjudged), 'run')} gave no verdict ({why}): counted as unsolved here; "
+            "run the same command again to retry them")
     report = reports.build(
         SuiteInfo(name=suite.name, path=str(suite.path), sha256=suite.sha256, tasks=len(suite.tasks)),
         [(h.label, h.source) for h in plan.harnesses], results, model=model, recorded=recorded, repeat=repeat,
-        shard=f"{shard[0]}/{shard[1]}" if shard else None, wall_s=time.monotonic() - started, limits=limits)
+        shard=f"{shard[0]}/{shard[1]}" if shard else None, wall_s=prepare.add_wall(out, time.monotonic() - started),
+        limits=limits)
     reports.write(report, out, attach_to)
     return 0
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
 
 
 @contextlib.contextmanager
@@ -138,8 +158,11 @@ def _bar(total: int) -> Iterator[Callable[[Any, int, int], None]]:
     def line(result: Any, done: int, total: int) -> str:
         verdict = "[green]solved[/]" if result.solved else "[red]unsolved[/]"
         cost = "" if result.cost_usd is None else f", ${result.cost_usd:.4f}"
+        why = result.stop_reason
+        if result.detail and not result.solved:
+            why += f": {escape(result.detail.splitlines()[0][:160])}"
         return (f"\\[{done}/{total}] {escape(result.id)} @{escape(result.harness)}"
-                f"{f' r{result.repeat}' if result.repeat else ''}: {verdict} ({result.stop_reason}, {result.turns} "
+                f"{f' r{result.repeat}' if result.repeat else ''}: {verdict} ({why}; {result.turns} "
                 f"turns, {result.wall_s:.1f}s{cost})")
 
     if not sys.stderr.isatty():
@@ -165,11 +188,11 @@ def _finish(report: Any, out: Path, json_output: bool) -> int:
         say(f"{summary.harness}: {solve_rate_line(summary)}")
     if report.comparison is not None:
         c = report.comparison
-        say(f"A/B {c.candidate} vs {c.baseline}: {c.difference:+.1%} over {c.pairs} pairs, {len(c.flips)} flip(s), "
-            f"p = {c.p_value:.3g}")
+        say(f"A/B {escape(c.candidate)} vs {escape(c.baseline)}: {c.difference * 100:+.1f} pp over "
+            f"{_n(c.pairs, 'pair')}, {_n(len(c.flips), 'flip')}, p = {c.p_value:.3g}")
     failed = [t for t in report.thresholds if not t.passed]
     for check in failed:
-        say(f"[red]{check.name} failed[/]: {check.value:.3f} against the limit {check.limit:.3f}")
+        say(f"[red]{check.name} failed[/]: {check.value:.1%} against the limit {check.limit:.1%}")
     say(f"report: {out / 'bench.md'}")
     if json_output:
         click.echo(json.dumps(report.model_dump(mode="json"), indent=2))
