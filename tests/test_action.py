@@ -553,14 +553,11 @@ def test_bench_step_runs_the_bench_reports_and_fails_on_its_threshold(tmp_path: 
                             env={**base_env(tmp_path), "EXIT_CODE": out["exit-code"], "INPUT_COMMAND": "bench"})
     assert finish.returncode == 1 and "threshold failed" in finish.stdout
 
-    merged = tmp_path / "merged"
+    merged = tmp_path / "merged"  # one shard of eight: a merge that would gate on part of the suite is refused
     proc, out, summary = run_step(tmp_path, **common, INPUT_OUT=str(merged), INPUT_ARTIFACT_NAME="",
                                   INPUT_BENCH_ARGS=f"--merge {bench_dir} --min-solve-rate 0.5")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert (out["exit-code"], out["out-dir"]) == ("1", str(merged))
-    assert out["artifact-name"] == "prime-ci-bench-4242-3-merged"
-    assert summary == (merged / "bench.md").read_text()
-    assert json.loads((merged / "bench.json").read_text())["merged_from"] == [str(bench_dir)]
+    assert out["exit-code"] == "2" and not (merged / "bench.json").exists()
 
 
 @pytest.mark.parametrize(

@@ -234,8 +234,9 @@ def test_sigterm_stops_the_bench_with_130(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = subprocess.Popen([PRIME_CI, "bench", str(suite), "--out", str(out), "--jobs", "1"], cwd=tmp_path,
                             env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    wait_until(lambda: (out / "runs" / "default" / "a" / "session.jsonl").is_file() or proc.poll() is not None,
-               timeout=120, what="the first run to start")
+    log = out / "logs" / "default" / "a.log"
+    wait_until(lambda: (log.is_file() and "kernel ready" in log.read_text()) or proc.poll() is not None,
+               timeout=120, what="the first run's kernel")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) == 130
     assert "run the same command again" in (proc.stderr.read() if proc.stderr else "")

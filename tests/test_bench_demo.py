@@ -11,8 +11,8 @@ import jsonschema
 
 from conftest import PRIME_CI, run_cli
 from prime_ci.bench.model import BenchReport
-from prime_ci.bench_demo import ROOT, harness_dirs
 from prime_ci.bench.suite import load_suite
+from prime_ci.bench_demo import ROOT, harness_dirs
 
 
 def test_bench_demo_runs_offline_with_the_whole_report(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import nbformat
 
 from conftest import run_prime
+from prime_ci.isolation.limits import Limits
 from prime_ci.kernel.client import Kernel, KernelConfig
 from prime_ci.kernel.output import cell_text
 from prime_ci.testing import ScriptedServer, ipython, reply
@@ -24,7 +25,8 @@ CELLS = [
 
 
 async def _reexecute(cells: list[str], cwd: Path) -> list[str]:
-    kernel = Kernel(KernelConfig(cwd=cwd, env={"PATH": os.environ["PATH"], "HOME": str(cwd)}, run_dir=cwd / ".k"))
+    kernel = Kernel(KernelConfig(cwd=cwd, env={"PATH": os.environ["PATH"], "HOME": str(cwd)}, run_dir=cwd / ".k",
+                                  limits=Limits()))
     await kernel.start()
     try:
         return [cell_text((await kernel.execute(code, timeout=30)).outputs) for code in cells]

@@ -17,13 +17,15 @@ from typing import Any
 
 import pytest
 
-from prime_ci.engine.agent import MAX_MALFORMED, Agent, Stop, StopReason
+from prime_ci.engine.agent import MAX_MALFORMED, Agent, Conversation, Stop, StopReason
 from prime_ci.engine.budget import Budget, Limits
 from prime_ci.engine.compact import Compactor
 from prime_ci.engine.resume import rebuild
 from prime_ci.gates.judge import Judge
 from prime_ci.gates.specs import gates_from_commands
+from prime_ci.isolation.limits import Limits as BoxLimits
 from prime_ci.isolation.worktree import Worktree
+from prime_ci.model.usage import Cost, Usage, session_usage
 from prime_ci.session.log import SessionLog, read_session
 from prime_ci.testing.fakes import FakeExecutor, ModelCall, ScriptedModel, cell, raw_tool_reply, text_reply, tool_reply
 
@@ -62,7 +64,7 @@ def git_worktree(tmp_path: Path) -> Worktree:
 def make_judge(tmp_path: Path, log: SessionLog, command: str, retries: int) -> Judge:
     wt = git_worktree(tmp_path)
     env = {"PATH": os.environ.get("PATH", os.defpath)}
-    return Judge(gates_from_commands([command]), wt, env, tmp_path / "gates", log, retries)
+    return Judge(gates_from_commands([command]), wt, env, tmp_path / "gates", log, retries, limits=BoxLimits())
 
 
 def roles(call: ModelCall) -> list[str]:
@@ -160,6 +162,38 @@ def test_a_cell_never_gets_more_time_than_the_wall_clock_has_left(tmp_path: Path
     assert kernel.timeouts and all(0 < t <= 30 for t in kernel.timeouts)
 
 
+def test_child_calls_fold_into_the_assistant_entry_that_spawned_them(tmp_path: Path) -> None:
+    """Prime Agent's ``aggregateUsage``: the entry's own usage plus each child call so far; totalTokens its own."""
+    child = session_usage(Usage(40, 5, cache_read_tokens=10), Cost(input=0.125, output=0.0625, cache_read=0.25))
+    agent: Agent | None = None
+
+    def spawn(code: str) -> str:
+        assert agent is not None and agent.last_assistant is not None
+        for _ in range(2):
+            agent.attribute(agent.last_assistant, child, origin="spawn_task")
+        agent.attribute("not-an-entry-of-this-process", child, origin="spawn_task")
+        return "spawned"
+
+    model = ScriptedModel([tool_reply("spawn()", prompt_tokens=100, completion_tokens=10), text_reply("done")],
+                          cost_usd=0.5)
+    agent = make_agent(tmp_path, model, FakeExecutor(spawn))
+    assert run(agent).reason == "completed"
+    agent.log.close()
+    entries = read_session(agent.log.path).entries
+    (own,) = [e["message"]["usage"] for e in entries if e.get("message", {}).get("stopReason") == "toolUse"]
+    folded = [e for e in entries if e["type"] == "child_usage_attributed"]
+    assert [e["childUsage"] for e in folded] == [child, child]
+    assert [list(e["aggregateUsage"]) for e in folded] == [list(own)] * 2  # the same keys, in the same order
+    assert [list(e["aggregateUsage"]["cost"]) for e in folded] == [list(own["cost"])] * 2
+    assert [{k: v for k, v in e["aggregateUsage"].items() if k != "cost"} for e in folded] == [
+        {"input": 130, "output": 15, "cacheRead": 10, "cacheWrite": 0, "totalTokens": 110},
+        {"input": 160, "output": 20, "cacheRead": 20, "cacheWrite": 0, "totalTokens": 110}]
+    assert [e["aggregateUsage"]["cost"] for e in folded] == [
+        {"input": 0.625, "output": 0.0625, "cacheRead": 0.25, "cacheWrite": 0.0, "total": 0.9375},
+        {"input": 0.75, "output": 0.125, "cacheRead": 0.5, "cacheWrite": 0.0, "total": 1.375}]
+    assert own == session_usage(Usage(100, 10), Cost(input=0.5)), "the entry's own usage is not changed"
+
+
 # --- the judge ------------------------------------------------------------------------------------------------
 
 
@@ -231,6 +265,24 @@ def test_compaction_keeps_the_system_prompt_and_task_and_names_kernel_variables(
             assert after.messages[i - 1]["role"] in ("assistant", "tool"), roles(after)
     assert len(agent.conversation.record) > len(agent.conversation.messages), "history keeps everything"
     assert agent.budget.model_calls == len(model.calls) and agent.budget.turns == len(model.calls) - len(summaries)
+
+
+def test_a_compaction_records_the_size_that_crossed_the_threshold(tmp_path: Path) -> None:
+    """``tokensBefore`` is the conversation's own count (a tokenizer's, here 2 characters a token), not chars/3."""
+    model = compacting_model()
+    log = SessionLog.create(tmp_path / "session.jsonl", cwd=str(tmp_path))
+    agent = Agent(model, FakeExecutor(default=cell("o" * 3000)), Budget(Limits()), log, _completed,
+                  cell_timeout=60.0, conversation=Conversation(counter=lambda text: len(text) // 2))
+    agent.conversation.add({"role": "system", "content": "system prompt"})
+    agent.give_task("the task")
+    agent.compactor = Compactor(model, agent.budget, log, window=3500)
+    crossed: list[int] = []
+    model.on_call = lambda call: None if call.tools else crossed.append(agent.conversation.tokens)
+    assert run(agent).reason == "completed"
+    log.close()
+    compactions = [e for e in read_session(log.path).entries if e["type"] == "compaction"]
+    assert compactions and [e["tokensBefore"] for e in compactions] == crossed
+    assert all(tokens > 0.8 * 3500 for tokens in crossed)
 
 
 # --- resume's state rebuild -----------------------------------------------------------------------------------

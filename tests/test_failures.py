@@ -25,6 +25,7 @@ from prime_ci.gates.junit import (
     write_gates_junit,
 )
 from prime_ci.gates.runner import GateResult, GateSpec, feedback_message, load_gate_files, run_gate
+from prime_ci.isolation.limits import Limits
 
 REPO = Path(__file__).resolve().parents[1]
 needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
@@ -127,7 +128,7 @@ def test_node_junit_report(tmp_path: Path, env: dict[str, str]) -> None:
 def test_node_preset_writes_junit(tmp_path: Path, env: dict[str, str]) -> None:
     [spec] = load_gate_files([REPO / "gates" / "node.toml"])
     project = _node_project(tmp_path / "p")
-    result = asyncio.run(run_gate(spec, cwd=project, env=env, log_dir=tmp_path / "logs"))
+    result = asyncio.run(run_gate(spec, cwd=project, env=env, log_dir=tmp_path / "logs", limits=Limits()))
     assert result.exit_code == 1 and result.failures_source == "junit"
     assert [f.test for f in result.failures] == ["fails strict", "throws", "suite A > inner bad", "parent > child bad"]
     assert "✖ fails strict" in result.output  # the spec report still goes to the log
@@ -158,7 +159,7 @@ def big_tap_gate(tmp_path_factory: pytest.TempPathFactory) -> GateResult:
     (tmp / "p" / "big.test.js").write_text(BIG_TAP)
     spec = GateSpec(name="npm-test", command="node --test --test-reporter=tap")
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp), "LANG": "C.UTF-8"}
-    return asyncio.run(run_gate(spec, cwd=tmp / "p", env=env, log_dir=tmp / "logs"))
+    return asyncio.run(run_gate(spec, cwd=tmp / "p", env=env, log_dir=tmp / "logs", limits=Limits()))
 
 
 def test_failure_in_the_elided_middle_of_a_big_tap_stream_is_fed_back(big_tap_gate: GateResult) -> None:
@@ -600,7 +601,8 @@ def test_failures_and_their_details_are_bounded(tmp_path: Path) -> None:
 def test_gate_without_junit_failures_falls_back_to_the_log(tmp_path: Path, env: dict[str, str]) -> None:
     command = "echo 'FAILED tests/test_a.py::test_a - assert 1 == 2'; exit 1"
     spec = GateSpec(name="t", command=command, junit=".prime-ci/none.xml")
-    result = asyncio.run(run_gate(spec, cwd=tmp_path, env=env, log_dir=tmp_path / "logs"))
+    result = asyncio.run(run_gate(spec, cwd=tmp_path, env=env, log_dir=tmp_path / "logs", limits=Limits()))
     assert result.failures_source == "log" and [f.test for f in result.failures] == ["tests/test_a.py::test_a"]
-    ok = asyncio.run(run_gate(GateSpec(name="ok", command="true"), cwd=tmp_path, env=env, log_dir=tmp_path / "l"))
+    ok = asyncio.run(run_gate(GateSpec(name="ok", command="true"), cwd=tmp_path, env=env, log_dir=tmp_path / "l",
+                              limits=Limits()))
     assert ok.failures == [] and ok.failures_source is None

@@ -36,6 +36,9 @@ json_values = st.recursive(
 ENTRY_KEYS = st.sampled_from(["type", "id", "parentId", "timestamp", "message", "role", "content", "crc",
                               "customType", "data", "summary", "firstKeptEntryId", "version", "cwd"])
 entries = st.dictionaries(ENTRY_KEYS, json_values, max_size=8)
+IDS = st.sampled_from(["a", "b", "c", "d"])  # few ids: entries that name each other, as a tree or not
+linked = st.fixed_dictionaries({"type": st.sampled_from(["message", "custom", "compaction"]), "id": IDS | json_values,
+                                "parentId": st.none() | IDS | json_values}, optional={"message": json_values})
 
 
 def _write(tmp: Path, name: str, data: bytes) -> Path:
@@ -45,8 +48,8 @@ def _write(tmp: Path, name: str, data: bytes) -> Path:
 
 
 @FUZZ
-@given(lines=st.lists(st.one_of(entries.map(lambda e: json.dumps(e).encode()), st.binary(max_size=60)),
-                      max_size=12))
+@given(lines=st.lists(st.one_of(entries.map(lambda e: json.dumps(e).encode()),
+                                linked.map(lambda e: json.dumps(e).encode()), st.binary(max_size=60)), max_size=12))
 def test_the_session_reader_raises_only_its_own_errors(lines: list[bytes]) -> None:
     header = json.dumps({"type": "session", "version": 3, "id": "x", "timestamp": "t", "cwd": "/"}).encode()
     with tempfile.TemporaryDirectory() as tmp:
@@ -55,7 +58,11 @@ def test_the_session_reader_raises_only_its_own_errors(lines: list[bytes]) -> No
             session = read_session(path)
         except PrimeCIError:
             return
-        session.messages()
+        tree = session.branches()
+        assert sorted(tree.path + tree.off_branch) == list(range(len(session.entries)))
+        path = session.active_path()
+        assert [session.entries[i] for i in tree.path] == path
+        assert len(list(session.messages())) <= len(path)
 
 
 @FUZZ

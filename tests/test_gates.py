@@ -31,6 +31,7 @@ from prime_ci.gates.runner import (
     run_gates,
     workspace_fingerprint,
 )
+from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.procs import enable_subreaper
 from prime_ci.isolation.worktree import Worktree, create_worktree, git
 
@@ -83,7 +84,7 @@ def _assert_clean(marker: str) -> None:
 
 
 def run(spec: GateSpec, cwd: Path, env: dict[str, str], log_dir: Path, kill_grace: float = 2.0) -> GateResult:
-    return asyncio.run(run_gate(spec, cwd=cwd, env=env, log_dir=log_dir, kill_grace=kill_grace))
+    return asyncio.run(run_gate(spec, cwd=cwd, env=env, log_dir=log_dir, kill_grace=kill_grace, limits=Limits()))
 
 
 # --- loading ---------------------------------------------------------------------------------------------
@@ -268,7 +269,7 @@ def test_cancellation_kills_group_and_escapees(tmp_path: Path, env: dict[str, st
     spec = GateSpec(name="cancel", command=command)
 
     async def main() -> None:
-        task = asyncio.create_task(run_gate(spec, cwd=tmp_path, env=env, log_dir=tmp_path / "logs"))
+        task = asyncio.create_task(run_gate(spec, cwd=tmp_path, env=env, log_dir=tmp_path / "logs", limits=Limits()))
         await wait_until_async(lambda: len(_alive_with(marker)) == 2, what="both of the gate's sleeps running")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -301,7 +302,7 @@ def test_log_is_written_while_the_gate_runs(tmp_path: Path, env: dict[str, str])
     log = tmp_path / "logs" / "stream.log"
 
     async def main() -> tuple[str, GateResult]:
-        task = asyncio.create_task(run_gate(spec, cwd=tmp_path, env=env, log_dir=tmp_path / "logs"))
+        task = asyncio.create_task(run_gate(spec, cwd=tmp_path, env=env, log_dir=tmp_path / "logs", limits=Limits()))
         await wait_until_async(lambda: log.exists() and log.read_text(), what="the gate's first output in its log")
         early = log.read_text()
         release.touch()
@@ -314,19 +315,21 @@ def test_log_is_written_while_the_gate_runs(tmp_path: Path, env: dict[str, str])
 def test_launcher_prefix(tmp_path: Path, env: dict[str, str]) -> None:
     spec = GateSpec(name="wrapped", command='echo "$WRAPPED"')
     launcher = ["env", "WRAPPED=yes"]
-    result = asyncio.run(run_gate(spec, cwd=tmp_path, env=env, log_dir=tmp_path / "logs", launcher=launcher))
+    result = asyncio.run(run_gate(spec, cwd=tmp_path, env=env, log_dir=tmp_path / "logs", launcher=launcher,
+                                  limits=Limits()))
     assert result.passed and result.output == "yes\n"
 
 
 def test_run_gates_in_order_and_only(tmp_path: Path, env: dict[str, str]) -> None:
     specs = gates_from_commands(["echo a >> order", "echo b >> order"])
-    results = asyncio.run(run_gates(specs, cwd=tmp_path, env=env, log_dir=tmp_path / "logs"))
+    results = asyncio.run(run_gates(specs, cwd=tmp_path, env=env, log_dir=tmp_path / "logs", limits=Limits()))
     assert [r.passed for r in results] == [True, True]
     assert (tmp_path / "order").read_text() == "a\nb\n"
-    only = asyncio.run(run_gates(specs, cwd=tmp_path, env=env, log_dir=tmp_path / "logs", only=specs[1].name))
+    only = asyncio.run(run_gates(specs, cwd=tmp_path, env=env, log_dir=tmp_path / "logs", only=specs[1].name,
+                                 limits=Limits()))
     assert [r.name for r in only] == [specs[1].name]
     with pytest.raises(ConfigError, match="unknown gate 'zzz'"):
-        asyncio.run(run_gates(specs, cwd=tmp_path, env=env, log_dir=tmp_path / "logs", only="zzz"))
+        asyncio.run(run_gates(specs, cwd=tmp_path, env=env, log_dir=tmp_path / "logs", only="zzz", limits=Limits()))
 
 
 # --- JUnit -----------------------------------------------------------------------------------------------
@@ -464,7 +467,7 @@ def test_feedback_names_every_failing_gate_and_failing_tests(tmp_path: Path, env
         GateSpec(name="lint", command=f"echo LINT-HEAD; {noise}; echo LINT-TAIL; exit 3"),
         GateSpec(name="fine", command="true"),
     ]
-    results = asyncio.run(run_gates(specs, cwd=project, env=env, log_dir=tmp_path / "logs"))
+    results = asyncio.run(run_gates(specs, cwd=project, env=env, log_dir=tmp_path / "logs", limits=Limits()))
     assert results[0].output_bytes > 10_000_000 and "test_alpha" not in results[0].output
     message = feedback_message(results)
     assert len(message) <= 6000

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import BUGGY, make_repo, run_cli, run_prime
+from prime_ci.gates import protect
+from prime_ci.isolation.worktree import Worktree
 from prime_ci.testing import ScriptedServer, ipython, raw, reply, tool_call
 
 LOCAL = ["--model", "openai/scripted", "--api-base", "http://127.0.0.1:9/v1"]
@@ -33,6 +35,7 @@ def private_tmp(tmp_path: Path) -> dict[str, str]:
     ('max-wall = "3h"', "max-wall"),
     ("max-children = 64", "max-children"),
     ("refine = true", "refine"),
+    ('limits = "memory=64GiB,pids=none"', "limits"),
 ])
 def test_repository_settings_cannot_choose_the_model_the_task_or_raise_budgets(
         tmp_path: Path, setting: str, key: str) -> None:
@@ -177,9 +180,19 @@ def test_gates_cannot_pass_on_changes_the_patch_never_shows(tmp_path: Path, bugg
     assert run.code != 0 and run.result["success"] is False, (trick, run.proc.stderr)
     if trick == "hidden conftest":
         assert run.code == 7 and "conftest.py (hidden from the patch by .gitignore)" in run.result["detail"]
-    else:
-        assert "return a - b" in (buggy_repo / "calc.py").read_text()
-        assert run.result["gates"][0]["passed"] is False
+    else:  # the patch shows no change, and the gate ran the source (a - b), not the forged bytecode (a + b)
+        assert run.result["changed_files"] == [] and (run.out / "patch.diff").read_text() == ""
+        gate = run.result["gates"][0]
+        assert gate["passed"] is False and [f["message"] for f in gate["failures"]] == ["assert -1 == 5"], gate
+
+
+def test_hidden_changes_are_protected_unless_allowed(tmp_path: Path) -> None:
+    wt = Worktree(tmp_path, tmp_path / ".git", "0" * 40, tmp_path, str(tmp_path))
+    hidden = ["conftest.py", "vendor/shadow.py"]
+    verdict = protect.check(wt, [], [], ["vendor/*"], hidden)
+    assert verdict.protected == ["conftest.py (hidden from the patch by .gitignore)"]
+    assert protect.check(wt, [], [], [], hidden).protected == [f"{p} (hidden from the patch by .gitignore)"
+                                                                for p in hidden]
 
 
 BRIDGE_ATTACKS = """

@@ -14,11 +14,13 @@ import pytest
 
 from prime_ci.engine.budget import Budget, Limits
 from prime_ci.errors import KernelLost
+from prime_ci.isolation.limits import Limits as BoxLimits
 from prime_ci.kernel.client import Kernel, KernelConfig
 
 
 def _config(cwd: Path, run_dir: Path, **kw: object) -> KernelConfig:
-    return KernelConfig(cwd=cwd, env={"PATH": os.environ["PATH"], "HOME": str(cwd)}, run_dir=run_dir, **kw)  # type: ignore[arg-type]
+    return KernelConfig(cwd=cwd, env={"PATH": os.environ["PATH"], "HOME": str(cwd)}, run_dir=run_dir,  # type: ignore[arg-type]
+                        limits=BoxLimits(), **kw)
 
 
 def test_worktree_modules_cannot_hijack_start_but_are_importable_after(tmp_path: Path) -> None:
@@ -88,7 +90,7 @@ def test_child_entry_cleans_up_its_early_kernel_when_the_root_is_gone(tmp_path: 
             "root_bridge": str(tmp_path / "no-root.sock"), "token": "0" * 32,
             "parent_session": str(tmp_path / "root.jsonl"), "max_turns": 3, "cell_timeout": 10, "branch": None,
             "budget": Budget(Limits(3, 100_000, 600.0, None)).snapshot(turns=0, max_turns=3).to_json(),
-            "scratch": str(tmp_path / "scratch"), "sandbox": None, "role": None}
+            "scratch": str(tmp_path / "scratch"), "sandbox": None, "role": None, "limits": BoxLimits().to_json()}
     (session / "spec.json").write_text(json.dumps(spec))
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}
     proc = subprocess.run([sys.executable, "-m", "prime_ci.child", str(session / "spec.json")], env=env,

@@ -148,6 +148,22 @@ def test_memory_bomb_in_a_cell_and_in_a_gate(tmp_path: Path, server: ScriptedSer
     assert run.result["gates"][0]["exit_code"] == 137
 
 
+def test_a_kernel_killed_by_the_file_size_limit_is_told_why_once(tmp_path: Path, server: ScriptedServer) -> None:
+    """The reason read from the kernel's exit status (SIGXFSZ) stays: it is named once, not once per look."""
+    big = ("import signal\nsignal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it at start\n"
+           "open('big.bin', 'wb').write(b'0' * (2 << 20))")
+    server.add(ipython("kept = 'yes'"), ipython(big), ipython("print('still here', kept)"), reply("done"))
+    run = run_prime(tmp_path, _repo(tmp_path), server, "--sandbox", "off", env={"PRIME_CI_LIMITS": "file_size=1MiB"})
+    assert run.code == 0, run.proc.stderr
+    told = _seen(server, 2)
+    assert "the kernel process died (killed: file size limit 1 MiB): the kernel was restarted (1/5)" in told, told
+    assert told.count("file size limit") == 1, told
+    assert "still here yes" in _seen(server, 3)
+    (lost,) = [e["message"] for e in run.session() if e.get("type") == "message"
+               and e["message"].get("role") == "toolResult" and e["message"].get("details", {}).get("restarted")]
+    assert lost["details"]["status"] == "kernel_lost"
+
+
 @pytest.mark.parametrize("sandbox", ["off", "auto"])
 def test_file_size_limit_kills_a_gate_with_a_reason(tmp_path: Path, server: ScriptedServer, sandbox: str) -> None:
     """Also in the sandbox: its launchers (Python exec steps) restore SIGXFSZ, which Python ignores at start."""
@@ -174,8 +190,10 @@ def test_a_cell_printing_a_gigabyte_keeps_host_and_kernel_small(tmp_path: Path, 
     assert first.startswith("00000000xxx") and first.rstrip().endswith("END-OF-CELL")
     assert "characters elided" in first and len(first) < 10_000
     assert second.rstrip().endswith("PIPE-END") and len(second) < 10_000
-    cells = [e for e in run.session() if e.get("customType") == "prime_ci.cell"]
-    assert not cells or max(int(c["data"].get("chars", 0)) for c in cells) > 1_000_000_000
+    # what the cells printed is counted in full, elided or not: 1 GiB and more, and a billion piped characters
+    chars = [e["message"]["details"]["chars"] for e in run.session()
+             if e["type"] == "message" and e["message"]["role"] == "toolResult"]
+    assert len(chars) == 3 and min(chars[:2]) > 1_000_000_000, chars
     words = _seen(server, 3).split()
     kernel_mb, host_mb = int(words[words.index("PEAKS") + 1]), int(words[words.index("PEAKS") + 2])
     print(f"peak RSS: kernel {kernel_mb} MB, host {host_mb} MB")

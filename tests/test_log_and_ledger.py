@@ -21,6 +21,7 @@ from prime_ci.children.family import Family, Member
 from prime_ci.engine.agent import Agent, Stop, StopReason
 from prime_ci.engine.budget import Budget, Limits
 from prime_ci.engine.compact import Compactor
+from prime_ci.isolation.limits import Limits as BoxLimits
 from prime_ci.isolation.worktree import Worktree
 from prime_ci.model.providers import ModelReply
 from prime_ci.session.log import SessionLog
@@ -131,7 +132,7 @@ def family(tmp_path: Path, model: ScriptedModel, budget: Budget) -> Family:
     log = SessionLog.create(tmp_path / "session.jsonl", cwd=str(tmp_path))
     wt = Worktree(tmp_path, tmp_path / ".git", "0" * 40, tmp_path, str(tmp_path))
     fam = Family(log, tmp_path, wt, budget, model, lambda name: model, {}, str(tmp_path / "bridge.sock"),
-                 1, 4, 10, 60.0, lambda text: None)
+                 1, 4, 10, 60.0, lambda text: None, limits=BoxLimits())
     for name in ("left", "right"):
         fam.members[name] = Member(name, name, "root", 1, model.name, tmp_path / name, token=f"token-{name}")
     return fam

@@ -21,11 +21,11 @@ from conftest import Outcome, run_prime
 from prime_ci.artifacts.schemas import result_json, schemas
 from prime_ci.children.host import SharedLedger
 from prime_ci.engine import budget as budget_module
-from prime_ci.engine.budget import MIN_COMPLETION, Budget, BudgetExhausted, Limits, estimate_tokens
+from prime_ci.engine.budget import MIN_COMPLETION, Budget, BudgetExhausted, Limits
 from prime_ci.engine.stops import StopReason
 from prime_ci.errors import ModelError, PersistenceError, SandboxUnavailable
 from prime_ci.model.providers import ModelReply
-from prime_ci.model.usage import Cost, Usage
+from prime_ci.model.usage import Cost, Usage, estimate_tokens
 from prime_ci.testing import ScriptedServer, contains, reply, tool_call
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,8 +55,8 @@ class FakeModel:
                           self.name)
 
 
-def prompt_chars(messages: list[dict[str, Any]] = MESSAGES) -> int:
-    return len(json.dumps(messages)) + len(json.dumps([]))
+def prompt_text(messages: list[dict[str, Any]] = MESSAGES) -> str:
+    return json.dumps(messages) + json.dumps([])
 
 
 def call(budget: Budget, model: FakeModel, *, turn: bool = True, **kw: Any) -> ModelReply:
@@ -67,7 +67,7 @@ def call(budget: Budget, model: FakeModel, *, turn: bool = True, **kw: Any) -> M
 
 
 @pytest.mark.parametrize(("limits", "spent", "reason"), [
-    (Limits(max_tokens=1000), {"prompt_tokens": 1000}, StopReason.MAX_TOKENS),
+    (Limits(max_tokens=1000), {"spent": Usage(prompt_tokens=1000)}, StopReason.MAX_TOKENS),
     (Limits(max_turns=2), {"turns": 2}, StopReason.MAX_TURNS),
     (Limits(max_wall=0), {}, StopReason.MAX_WALL),
     (Limits(max_cost=0.5), {"cost_usd": 0.5}, StopReason.MAX_COST),
@@ -97,7 +97,7 @@ def test_the_completion_is_clamped_to_what_the_budget_has_left() -> None:
     budget = Budget(Limits(max_tokens=1000))
     model = FakeModel()
     call(budget, model)
-    assert model.calls == [1000 - estimate_tokens(prompt_chars())]
+    assert model.calls == [1000 - estimate_tokens(prompt_text())]
     call(Budget(Limits()), model, max_tokens=50)  # the caller's own cap is kept under a large budget
     assert model.calls[-1] == 50
     call(Budget(Limits(max_completion=300)), model)
@@ -108,7 +108,7 @@ def test_a_known_price_clamps_the_completion_to_the_money_left() -> None:
     budget = Budget(Limits(max_cost=0.001), pricing=lambda model: MINI)
     model = FakeModel()
     call(budget, model)
-    left = 0.001 - estimate_tokens(prompt_chars()) * MINI[0]
+    left = 0.001 - estimate_tokens(prompt_text()) * MINI[0]
     assert model.calls == [math.floor(left / MINI[1])]
     poor = Budget(Limits(max_cost=0.001), pricing=lambda model: MINI, cost_usd=0.001 - MIN_COMPLETION * MINI[1])
     with pytest.raises(BudgetExhausted) as refused:
@@ -117,7 +117,7 @@ def test_a_known_price_clamps_the_completion_to_the_money_left() -> None:
 
 
 def test_a_call_that_cannot_fit_is_refused_before_it_is_made() -> None:
-    budget = Budget(Limits(max_tokens=estimate_tokens(prompt_chars()) + MIN_COMPLETION - 1))
+    budget = Budget(Limits(max_tokens=estimate_tokens(prompt_text()) + MIN_COMPLETION - 1))
     model = FakeModel()
     with pytest.raises(BudgetExhausted) as refused:
         call(budget, model)
@@ -128,9 +128,13 @@ def test_the_charge_counts_tokens_cost_calls_and_root_turns() -> None:
     budget = Budget(Limits())
     call(budget, FakeModel(Usage(100, 20, cache_read_tokens=60, reasoning_tokens=5), 0.25), turn=True)
     call(budget, FakeModel(Usage(7, 3, cache_write_tokens=4), 0.5), turn=False)
-    assert budget.usage() == {"turns": 1, "model_calls": 2, "prompt_tokens": 107, "completion_tokens": 23,
-                              "total_tokens": 130, "cache_read_tokens": 60, "cache_write_tokens": 4,
-                              "reasoning_tokens": 5, "abandoned_calls": 0, "cost_usd": 0.75}
+    expected = {"turns": 1, "model_calls": 2, "prompt_tokens": 107, "completion_tokens": 23, "total_tokens": 130,
+                "cache_read_tokens": 60, "cache_write_tokens": 4, "reasoning_tokens": 5, "abandoned_calls": 0,
+                "cost_usd": 0.75}
+    assert list(budget.usage().items()) == list(expected.items())  # in this order: result.json's and the log's
+    restored = Budget(Limits())
+    restored.restore(budget.usage(), 0.0)
+    assert restored.usage() == budget.usage()
     call(budget, FakeModel(cost=None), turn=False)
     assert budget.usage()["cost_usd"] is None and budget.reserved == 0 and budget.reserved_cost == 0
 
@@ -154,7 +158,7 @@ def test_the_reservation_is_released_when_the_call_times_out(monkeypatch: pytest
     asyncio.run(main())
     # released; the abandoned call is charged its estimated prompt (the provider may bill it)
     assert budget.reserved == 0 and budget.abandoned_calls == 1 and budget.turns == 1
-    assert (budget.prompt_tokens, budget.completion_tokens) == (estimate_tokens(prompt_chars()), 0)
+    assert (budget.spent.prompt_tokens, budget.spent.completion_tokens) == (estimate_tokens(prompt_text()), 0)
 
 
 def test_the_reservation_is_released_when_the_call_is_cancelled() -> None:
@@ -171,7 +175,7 @@ def test_the_reservation_is_released_when_the_call_is_cancelled() -> None:
 
     asyncio.run(main())
     assert budget.reserved == 0 and budget.abandoned_calls == 1
-    assert budget.usage()["prompt_tokens"] == estimate_tokens(prompt_chars())
+    assert budget.usage()["prompt_tokens"] == estimate_tokens(prompt_text())
 
 
 async def settled(tasks: list[asyncio.Task[ModelReply]], models: list[FakeModel]) -> None:
@@ -203,7 +207,7 @@ def test_two_concurrent_calls_cannot_both_reserve_the_last_tokens() -> None:
 
 def test_concurrent_reservations_never_hand_out_more_than_the_budget() -> None:
     budget = Budget(Limits(max_tokens=1000, max_completion=300))
-    estimate = estimate_tokens(prompt_chars())
+    estimate = estimate_tokens(prompt_text())
 
     async def main() -> None:
         gate = asyncio.Event()
@@ -315,7 +319,7 @@ def test_a_child_host_keeps_no_budget_of_its_own() -> None:
 
 
 def test_the_childs_ledger_view_follows_what_the_root_returns() -> None:
-    root = Budget(Limits(max_tokens=1000), prompt_tokens=600)
+    root = Budget(Limits(max_tokens=1000), spent=Usage(prompt_tokens=600))
     answers: list[dict[str, Any]] = []
 
     async def request(op: str, **kw: Any) -> Any:
@@ -325,14 +329,16 @@ def test_the_childs_ledger_view_follows_what_the_root_returns() -> None:
     ledger = SharedLedger(request, root.snapshot(turns=0, max_turns=10).to_json())
     assert ledger.warnings() == ["[budget] 50% of the tokens budget used (600/1000 tokens)."]
     assert ledger.warnings() == [], "each note once"
-    root.prompt_tokens = 850
+    root.spent = Usage(prompt_tokens=850)
     answers.append({"text": "hi", "tool_calls": [], "usage": {"prompt_tokens": 5, "completion_tokens": 1},
                     "cost_usd": None, "finish_reason": "stop", "model": "m", "attempts": 1,
                     "budget": root.snapshot(turns=1, max_turns=10).to_json()})
     asyncio.run(ledger.call(FakeModel(), MESSAGES, [], turn=True))
     assert ledger.warnings() == ["[budget] 80% of the tokens budget used (850/1000 tokens)."]
-    assert ledger.usage()["model_calls"] == 1 and ledger.usage()["cost_usd"] is None
-    root.prompt_tokens = 1000
+    assert list(ledger.usage().items()) == [  # the child's usage records, in this order
+        ("turns", 1), ("model_calls", 1), ("prompt_tokens", 5), ("completion_tokens", 1), ("cache_read_tokens", 0),
+        ("cache_write_tokens", 0), ("reasoning_tokens", 0), ("total_tokens", 6), ("cost_usd", None)]
+    root.spent = Usage(prompt_tokens=1000)
     answers.append({"stop": "max_tokens", "detail": "used up",
                     "budget": root.snapshot(turns=1, max_turns=10).to_json()})
     with pytest.raises(BudgetExhausted) as refused:

@@ -13,6 +13,7 @@ import nbformat as _nbformat
 import pytest
 
 from prime_ci.artifacts.notebook import NotebookWriter
+from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.redact import register
 from prime_ci.kernel.client import CellResult, Kernel, KernelConfig
 
@@ -31,7 +32,8 @@ CELLS = [
 
 def _run(tmp: Path, cells: list[str], name: str) -> list[CellResult]:
     async def scenario() -> list[CellResult]:
-        kernel = Kernel(KernelConfig(cwd=tmp, env={"PATH": os.environ["PATH"], "HOME": str(tmp)}, run_dir=tmp / name))
+        kernel = Kernel(KernelConfig(cwd=tmp, env={"PATH": os.environ["PATH"], "HOME": str(tmp)}, run_dir=tmp / name,
+                                     limits=Limits()))
         await kernel.start()
         try:
             return [await kernel.execute(code, timeout=60) for code in cells]

@@ -266,6 +266,23 @@ def test_the_estimate_uses_litellms_tokenizer_for_a_listed_model() -> None:
     assert unlisted.count_tokens(text) == math.ceil(len(text) / 3)  # litellm has no tokenizer for it
 
 
+def test_usage_is_read_alike_from_a_json_body_and_from_litellms_object() -> None:
+    from prime_ci.model import providers, routes
+    from prime_ci.model.usage import Usage, estimate_tokens, usage_from
+
+    openai = {"prompt_tokens": 900, "completion_tokens": 40, "prompt_tokens_details": {"cached_tokens": 512},
+              "completion_tokens_details": {"reasoning_tokens": 25}, "cache_creation_input_tokens": 128}
+    anthropic = {**openai, "prompt_tokens_details": None, "cache_read_input_tokens": 512}
+    expected = Usage(900, 40, cache_read_tokens=512, cache_write_tokens=128, reasoning_tokens=25)
+    litellm = routes.litellm_module()
+    for body in (openai, anthropic):
+        assert usage_from(body) == expected
+        assert usage_from(litellm.Usage(**{k: v for k, v in body.items() if v is not None})) == expected
+    assert usage_from(None) == usage_from({}) == usage_from([]) == Usage()
+    assert routes._pricer("openai/my-local-model", None) is providers.unpriced  # one pricer for an unknown price
+    assert routes.token_counter(providers.ReplayModel.__new__(providers.ReplayModel)) is estimate_tokens
+
+
 def test_a_call_abandoned_at_the_wall_limit_is_charged_its_estimate(tmp_path: Path, buggy_repo: Path) -> None:
     with ScriptedServer([ipython("print(1)"), hang(120)]) as srv:
         run = run_prime(tmp_path, buggy_repo, srv, "--max-wall", "12s")

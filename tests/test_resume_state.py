@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from conftest import PRIME_CI, run_cli, wait_for_chat
+from conftest import BUGGY, PRIME_CI, make_repo, run_cli, wait_for_chat
 from prime_ci.testing import RecordedRequest, ScriptedServer, Step, hang, ipython, reply
+from test_limits import HOG
 
 HELD = 600.0  # seconds the server holds the request the test kills the run at (it never runs out)
 
@@ -142,3 +143,20 @@ def test_kill9_then_resume_continues_the_gate_retry_count(tmp_path: Path, buggy_
     rounds = customs(session(out), "prime_ci.gate")
     assert len(rounds) == 2 and not any("skipped" in r for r in rounds), rounds
     assert "Gate round 1" in requests[2].body["messages"][-2]["content"]  # the feedback came back with the rest
+
+
+def test_kill9_then_resume_keeps_the_runs_limits(tmp_path: Path) -> None:
+    """``--limits`` is one of the run's settings, recorded with the others: after the resume a gate is still
+    stopped by it, although the resuming process was given neither the flag nor PRIME_CI_LIMITS."""
+    repo = make_repo(tmp_path / "repo", {**BUGGY, "hog.py": HOG})
+    out = tmp_path / "out"
+    with ScriptedServer([hang(HELD), reply("done")]) as srv:
+        kill_at_request(start(repo, out, srv.url, "--limits", "memory=384MiB,pids=512", "--gate", "python hog.py",
+                              "--max-gate-retries", "0"), srv, 1)
+        (recorded,) = [r["config"]["limits"] for r in customs(session(out), "prime_ci.run")]
+        resumed = resume(out)
+    assert recorded["memory"] == 384 << 20 and recorded["pids"] == 512, recorded
+    assert resumed.returncode == 1, resumed.stderr
+    assert "limits: processes 512" in resumed.stderr and "memory 384 MiB" in resumed.stderr, resumed.stderr
+    (log,) = (out / "gates").glob("*.log")
+    assert log.read_text(errors="replace").rstrip().endswith("[prime-ci] killed: memory limit 384 MiB")

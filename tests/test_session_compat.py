@@ -200,9 +200,12 @@ def test_a_suffix_prime_agent_appended_is_read_shown_and_refused_for_resume(tmp_
         session.check_no_foreign_suffix()
     assert info.value.exit_code == 2 and not isinstance(info.value, PersistenceError)
     assert "another program appended 2 entries" in str(info.value) and "corrupt" not in str(info.value)
+    assert (info.value.path, info.value.count, info.value.offset, info.value.first_id) == (
+        str(path), 2, session.foreign_offset, session.foreign_suffix[0]["id"])
     for salvage in (False, True):
-        with pytest.raises(ForeignSuffixError):
+        with pytest.raises(ForeignSuffixError) as appending:
             SessionLog.open_for_append(path, salvage=salvage)
+        assert str(appending.value) == str(info.value)  # resume and the appender refuse in the same words
     assert path.read_bytes() == data, "a refused resume must not touch the log"
     out = _show(path)
     assert _in_order(out, ["FIXTURE-PRIME-CI-CONTINUED-REPLY", "appended by another program",

@@ -18,6 +18,7 @@ import pytest
 from prime_ci.harness.prompt import prompt_section
 from prime_ci.harness.skills import BUILTIN_DIR, Skill, discover, index_text, kernel_preload, kernel_pythonpath
 from prime_ci.harness.store import HarnessStore
+from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.sandbox import scrubbed_env
 from prime_ci.kernel.client import Kernel, KernelConfig
 
@@ -122,7 +123,8 @@ def test_skill_packages_are_imported_and_awaited_in_a_real_kernel(tmp_path: Path
     env = scrubbed_env(tmp_path / "home", extra={"PYTHONPATH": os.pathsep.join(kernel_pythonpath(skills))})
 
     async def scenario() -> list[Any]:
-        kernel = Kernel(KernelConfig(cwd=work, env=env, run_dir=tmp_path / "run", preload=kernel_preload(skills)))
+        kernel = Kernel(KernelConfig(cwd=work, env=env, run_dir=tmp_path / "run", preload=kernel_preload(skills),
+                                     limits=Limits()))
         await kernel.start()
         try:
             cells = [

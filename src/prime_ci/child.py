@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from prime_ci.children import TOKEN_VAR
+from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.sandbox import Sandbox
 from prime_ci.kernel.launch import KernelConfig, launch
 
@@ -31,7 +32,8 @@ def main(spec_path: Path) -> int:
     if sandbox is not None:
         sandbox.writable += [spec["cwd"], str(scratch), str(bridge_dir)]
     config = KernelConfig(cwd=Path(spec["cwd"]), env={**os.environ, "PRIME_CI_BRIDGE": str(bridge_dir / "bridge.sock")},
-                          run_dir=scratch, snapshot_dir=scratch / "state", wrap=sandbox.wrap if sandbox else None)
+                          run_dir=scratch, snapshot_dir=scratch / "state", wrap=sandbox.wrap if sandbox else None,
+                          limits=Limits.from_json(spec["limits"]))  # the run's, as the root recorded them
     launched = launch(config, 1)
     try:
         from prime_ci.children import host as child_host

@@ -29,7 +29,7 @@ from prime_ci.engine.agent import Agent
 from prime_ci.engine.budget import Budget, BudgetExhausted
 from prime_ci.engine.stops import StopReason
 from prime_ci.errors import ConfigError
-from prime_ci.isolation import limits
+from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.sandbox import Sandbox
 from prime_ci.isolation.worktree import GitError, Worktree
 from prime_ci.kernel.bridge import Refused
@@ -60,6 +60,7 @@ class Family:
     child_turns: int
     cell_timeout: float
     say: Callable[[str], None]
+    limits: Limits = field(kw_only=True)  # the run's: each child's kernels run in boxes with these
     sandbox: Sandbox | None = None
     subagent: Callable[[str], tuple[str, str | None] | None] | None = None
     session_cwd: str = ""  # the cwd of every session header of the run
@@ -139,13 +140,14 @@ class Family:
                 "from": {"sessionId": parent.session_id, "sessionName": parent.name, "activeSessionId": parent.id},
                 "cell_timeout": self.cell_timeout, "branch": member.branch,
                 "scratch": str(self.worktree.root / "child-runs" / child_id),
-                "sandbox": self.sandbox.to_json() if self.sandbox else None, "role": role[0] if role else None}
+                "sandbox": self.sandbox.to_json() if self.sandbox else None, "role": role[0] if role else None,
+                "limits": self.limits.to_json()}
         (session_dir / "spec.json").write_text(json.dumps(spec))
         log = open(session_dir / "child.log", "ab")  # noqa: SIM115 - inherited by the child process
         try:
             member.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "prime_ci.child", str(session_dir / "spec.json"),
-                env={**self.env, TOKEN_VAR: member.token, **limits.passed_on()}, stdin=asyncio.subprocess.DEVNULL,
+                env={**self.env, TOKEN_VAR: member.token}, stdin=asyncio.subprocess.DEVNULL,
                 stdout=log, stderr=log,
                 start_new_session=True,
             )

@@ -66,8 +66,7 @@ class SharedLedger:
             raise BudgetExhausted(StopReason(r["stop"]), str(r.get("detail") or "the shared budget ran out"))
         reply = ModelReply.from_wire(r)
         self.turns += 1
-        for name, value in reply.usage.to_json().items():
-            setattr(self.spent, name, getattr(self.spent, name) + value)
+        self.spent += reply.usage
         cost = reply.cost_usd
         self.cost_usd = None if cost is None or self.cost_usd is None else self.cost_usd + cost
         return reply

@@ -13,9 +13,8 @@ import click
 from click.core import ParameterSource
 
 from prime_ci.cli.app import NONNEG, POS, cli, host_setup, print_outcome, say
-from prime_ci.errors import ConfigError, PrimeCIError
+from prime_ci.errors import PrimeCIError
 from prime_ci.isolation import limits
-from prime_ci.model.credentials import model_problem
 
 
 @cli.command()
@@ -80,15 +79,10 @@ def run(ctx: click.Context, /, **params: Any) -> int:
         if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
         or name == "repo"
     }
-    spec = flags.pop("limits", None)
-    apply_limits(None if spec is None else str(spec))
-    api_base = flags.get("api_base")
-    if flags.get("model") and (missing := model_problem(str(flags["model"]), str(api_base or "") or None)):
-        raise ConfigError(missing)  # before anything is cloned
     host_setup()
-    prep = prepare(flags)  # a litellm route starts importing litellm here, overlapping the kernel start
+    prep = prepare(flags, say)  # a litellm route starts importing litellm here, overlapping the kernel start
     say(f"run {prep.run_id}: {prep.worktree.source} @ {prep.worktree.base_commit[:12]} -> {prep.out}")
-    say(f"limits: {limits.status(limits.configured())}")
+    say(f"limits: {limits.status(prep.cfg.limits)}")
     if prep.worktree.dirty:
         from rich.markup import escape
 
@@ -110,7 +104,7 @@ def demo(out: Path | None, json_output: bool) -> int:
     host_setup()
     flags, cleanup = demo_flags(out)
     try:
-        prep = prepare(flags)
+        prep = prepare(flags, say)
         say(f"demo run {prep.run_id}: a failing test, a replayed model that fixes it -> {prep.out}")
         return print_outcome(execute(prep, say), json_output)
     finally:
@@ -163,7 +157,8 @@ def gates(
     specs = gates_from_commands(list(gate)) + load_gate_files(list(gates_file))
     if not specs:
         raise click.UsageError("no gates: give --gate or --gates-file")
-    options = Standalone(sandbox=sandbox, python=python, sandbox_ro=list(sandbox_ro), pass_env=list(pass_env))
+    options = Standalone(sandbox=sandbox, python=python, sandbox_ro=list(sandbox_ro), pass_env=list(pass_env),
+                         limits=limits.resolve(None))
     results = asyncio.run(standalone(specs, Path.cwd(), logs.resolve(), options, say))
     for r in results:
         state = "pass" if r.passed else ("timeout" if r.timed_out else "FAIL")
@@ -198,13 +193,14 @@ def resume(out_dir: Path, salvage: bool, json_output: bool) -> int:
     from prime_ci.engine.run import execute
 
     host_setup()
-    prepared = prepare_resume(out_dir, salvage=salvage)
+    prepared = prepare_resume(out_dir, salvage=salvage, say=say)
     if isinstance(prepared, dict):
         say(f"run in {out_dir} had already finished")
         return print_outcome({"out_dir": str(out_dir), "wall_s": 0.0, "usage": {"turns": 0, "total_tokens": 0},
                         **prepared}, json_output)
     prep, state = prepared
     say(f"resuming run {prep.run_id} after {len(state.session.entries)} entries -> {prep.out}")
+    say(f"limits: {limits.status(prep.cfg.limits)}")
     return print_outcome(execute(prep, say, resume=state, salvage=salvage), json_output)
 
 
@@ -220,18 +216,6 @@ def export(out_dir: Path, dest: Path) -> int:
     for path in export_prime_agent(out_dir, dest):
         click.echo(str(path))
     return 0
-
-
-def apply_limits(spec: str | None) -> None:
-    """``--limits`` (over ``PRIME_CI_LIMITS``), checked before any work: a bad value is exit 2, not a failed
-    kernel start."""
-    if spec is not None:
-        try:
-            limits.parse(spec)
-        except ConfigError as exc:
-            raise ConfigError(f"--limits: {str(exc).removeprefix(limits.ENV + ': ')}") from None
-        os.environ[limits.ENV] = spec
-    limits.configured()
 
 
 def main() -> None:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import copy
 import gc
 import json
-import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -17,7 +15,7 @@ from prime_ci.errors import ContextOverflow
 from prime_ci.isolation.untrusted import clean_terminal_text
 from prime_ci.kernel.client import CellResult
 from prime_ci.model.routes import Model, ModelReply, ToolCall
-from prime_ci.model.usage import session_usage
+from prime_ci.model.usage import Cost, Usage, estimate_tokens, session_usage
 from prime_ci.session.log import SessionLog
 
 TOOL = {
@@ -38,7 +36,6 @@ TOOL = {
 }
 MAX_MALFORMED = 3
 __all__ = ["TOOL", "Agent", "Conversation", "Executor", "Stop", "StopReason", "TurnEnd", "log_model", "split_model"]
-COST_KEYS = ("input", "output", "cacheRead", "cacheWrite", "total")
 
 
 def split_model(name: str) -> tuple[str, str]:
@@ -64,10 +61,6 @@ class TurnEnd(Protocol):
     async def __call__(self) -> Stop | str: ...
 
 
-def chars_estimate(text: str) -> int:
-    return math.ceil(len(text) / 3)
-
-
 @dataclass
 class Conversation:
     """The provider-format message list plus a running token estimate, so nothing per turn walks the history.
@@ -80,7 +73,7 @@ class Conversation:
     messages: list[dict[str, Any]] = field(default_factory=list)
     ids: list[str | None] = field(default_factory=list)
     record: list[dict[str, Any]] = field(default_factory=list)
-    counter: Callable[[str], int] = chars_estimate
+    counter: Callable[[str], int] = estimate_tokens
     tokens: int = 0
 
     def __post_init__(self) -> None:
@@ -121,7 +114,8 @@ class Agent:
     last_text: str = ""
     _malformed: int = 0
     _truncated: bool = False
-    _usage_of: dict[str, dict[str, Any]] = field(default_factory=dict)  # assistant entry id -> its usage (so far)
+    # assistant entry id -> its own totalTokens, and its usage and cost with its children's calls folded in so far
+    _usage_of: dict[str, tuple[int, Usage, Cost]] = field(default_factory=dict)
 
     async def run(self) -> Stop:
         # What exists now (imported modules, config, clients) lives as long as the run: out of the cyclic
@@ -184,7 +178,8 @@ class Agent:
         assert self.compactor is not None
         focus, self.compact_requested, self.compact_focus = self.compact_focus, False, None
         done = await self.compactor.compact(self.conversation.messages, self.conversation.ids, focus=focus,
-                                            kernel_names=self.kernel.user_names, task=self.task)
+                                            kernel_names=self.kernel.user_names, task=self.task,
+                                            tokens_before=self.conversation.tokens)
         if done is None:
             return False
         self.conversation.replace(*done)
@@ -203,16 +198,15 @@ class Agent:
         """Fold one child model call's usage into the assistant entry whose cell spawned the child, as Prime
         Agent does: ``aggregateUsage`` is that entry's own usage plus every child call folded into it so far,
         its ``totalTokens`` still the entry's own context size (child work is spend, not context)."""
-        aggregate = self._usage_of.get(target)
-        if aggregate is None:  # not an assistant entry of this process (one from before a resume)
+        folded = self._usage_of.get(target)
+        if folded is None:  # not an assistant entry of this process (one from before a resume)
             return
-        for key in ("input", "output", "cacheRead", "cacheWrite"):
-            aggregate[key] = aggregate.get(key, 0) + int(child_usage.get(key, 0))
-        cost = aggregate.setdefault("cost", {})
-        for key in COST_KEYS:
-            cost[key] = cost.get(key, 0) + float(child_usage.get("cost", {}).get(key, 0))
+        context, usage, cost = folded
+        usage += Usage.from_session(child_usage)
+        cost += Cost.from_json(child_usage.get("cost") or {})
+        self._usage_of[target] = context, usage, cost
         self.log.append("child_usage_attributed", targetId=target, childUsage=child_usage,
-                        aggregateUsage=copy.deepcopy(aggregate), origin=origin, **extra)
+                        aggregateUsage={**session_usage(usage, cost), "totalTokens": context}, origin=origin, **extra)
 
     def answer_unanswered(self, call_id: str, text: str) -> None:
         """Log and add the result of a tool call an interruption left without one (a resume)."""
@@ -234,14 +228,12 @@ class Agent:
         parts += [{"type": "toolCall", "id": c.id, "name": c.name, "arguments": _args_for_log(c)}
                   for c in reply.tool_calls]
         provider, model = split_model(reply.model)
-        usage = session_usage(reply.usage, reply.cost)
         eid = self.log.message(
-            "assistant", parts, api="openai-completions", provider=provider, model=model, usage=usage,
+            "assistant", parts, api="openai-completions", provider=provider, model=model,
+            usage=session_usage(reply.usage, reply.cost),
             stopReason="toolUse" if reply.tool_calls else _stop_reason(reply.finish_reason),
         )
-        own = copy.deepcopy(usage)
-        own["totalTokens"] = own["totalTokens"] or sum(own[k] for k in ("input", "output", "cacheRead", "cacheWrite"))
-        self._usage_of[eid] = own
+        self._usage_of[eid] = reply.usage.total_tokens, reply.usage, reply.cost or Cost()
         self.last_assistant = eid
         self.log.custom("prime_ci.usage", {**self.budget.usage(), "attempts": reply.attempts})
         # "" and never null or absent: llama.cpp, llama-cpp-python and others answer 500 to a tool-only

@@ -6,9 +6,9 @@ worst case, makes the call under the remaining wall clock, releases the reservat
 provider reported.
 
 Token rule: the prompt is estimated with the provider's tokenizer where litellm has one for the model, else at
-``ceil(chars / 3)`` of its JSON (a deliberate over-estimate: real tokenizers average 3.5-4 characters per token
-on code and prose), and the completion's ``max_tokens`` is clamped to what is left after that estimate and after
-what calls in flight hold (and to the context window). So the run's total can exceed ``--max-tokens`` only by how
+``ceil(chars / 3)`` of its JSON (``model.usage.estimate_tokens``: a deliberate over-estimate), and the
+completion's ``max_tokens`` is clamped to what is left after that estimate and after what calls in flight hold
+(and to the context window). So the run's total can exceed ``--max-tokens`` only by how
 much the provider's prompt count exceeds the estimate for the last call:
 ``total <= budget + max(0, actual_prompt - estimated_prompt)``. When the model's prices are known (litellm's
 table or ``--price-per-mtok``), the same rule holds for ``--max-cost``, reserved at the uncached price. A call
@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from prime_ci.engine.stops import StopReason
 from prime_ci.errors import ModelError, PrimeCIError
 from prime_ci.model.providers import Model, ModelReply
-from prime_ci.model.usage import Usage, usd
+from prime_ci.model.usage import Usage, estimate_tokens, usd
 
 MIN_COMPLETION = 16
 WARN_AT = (0.5, 0.8, 0.95)
@@ -37,10 +37,6 @@ MAX_CALL_S = 600.0
 # the model enforces the call's timeout itself; this backstop only catches one that does not
 GRACE_S = 5.0
 Price = tuple[float, float]  # USD per prompt token, per completion token
-
-
-def estimate_tokens(chars: int) -> int:
-    return math.ceil(chars / 3)
 
 
 class BudgetExhausted(PrimeCIError):
@@ -147,11 +143,7 @@ class Budget:
     started: float = field(default_factory=time.monotonic)
     turns: int = 0
     model_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    reasoning_tokens: int = 0
+    spent: Usage = field(default_factory=Usage)  # every call's tokens, summed
     abandoned_calls: int = 0  # calls given up at the wall limit, charged at their estimate
     cost_usd: float = 0.0
     cost_known: bool = True
@@ -164,7 +156,7 @@ class Budget:
 
     @property
     def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
+        return self.spent.total_tokens
 
     def elapsed(self) -> float:
         return self.wall_offset + time.monotonic() - self.started
@@ -217,11 +209,7 @@ class Budget:
         self.model_calls += 1
         if turn:
             self.turns += 1
-        self.prompt_tokens += usage.prompt_tokens
-        self.completion_tokens += usage.completion_tokens
-        self.cache_read_tokens += usage.cache_read_tokens
-        self.cache_write_tokens += usage.cache_write_tokens
-        self.reasoning_tokens += usage.reasoning_tokens
+        self.spent += usage
         if cost is None:
             self.cost_known = False
         else:
@@ -240,7 +228,7 @@ class Budget:
         if reason := self.exhausted(turn=turn):
             raise BudgetExhausted(reason, f"the {reason.value.removeprefix('max_')} budget is used up")
         estimate = prompt_tokens if prompt_tokens is not None else estimate_tokens(
-            len(json.dumps(messages)) + len(json.dumps(tools)))
+            json.dumps(messages) + json.dumps(tools))
         held = self.reserve(estimate, price, max_tokens, window)
         if isinstance(held, StopReason):
             raise BudgetExhausted(held, f"not enough {held.value.removeprefix('max_')} budget left for another call")
@@ -274,11 +262,7 @@ class Budget:
     def restore(self, usage: dict[str, Any], wall_spent: float) -> None:
         """Spend so far (a resume), from the last cumulative usage record."""
         self.turns, self.model_calls = int(usage.get("turns", 0)), int(usage.get("model_calls", 0))
-        self.prompt_tokens = int(usage.get("prompt_tokens", 0))
-        self.completion_tokens = int(usage.get("completion_tokens", 0))
-        self.cache_read_tokens = int(usage.get("cache_read_tokens", 0))
-        self.cache_write_tokens = int(usage.get("cache_write_tokens", 0))
-        self.reasoning_tokens = int(usage.get("reasoning_tokens", 0))
+        self.spent = Usage.from_json(usage)
         self.abandoned_calls = int(usage.get("abandoned_calls", 0))
         cost = usage.get("cost_usd")
         self.cost_known = cost is not None or not usage
@@ -286,15 +270,15 @@ class Budget:
         self.wall_offset = wall_spent
 
     def usage(self) -> dict[str, Any]:
+        """The cumulative usage record (``prime_ci.usage``, result.json): ``total_tokens`` after the completion."""
+        spent = self.spent.to_json()
         return {
             "turns": self.turns,
             "model_calls": self.model_calls,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
+            "prompt_tokens": spent.pop("prompt_tokens"),
+            "completion_tokens": spent.pop("completion_tokens"),
             "total_tokens": self.total_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "cache_write_tokens": self.cache_write_tokens,
-            "reasoning_tokens": self.reasoning_tokens,
+            **spent,
             "abandoned_calls": self.abandoned_calls,
             "cost_usd": round(self.cost_usd, 9) if self.cost_known else None,
         }

@@ -16,8 +16,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from prime_ci.engine.budget import BudgetExhausted, Meter, estimate_tokens
+from prime_ci.engine.budget import BudgetExhausted, Meter
 from prime_ci.model.routes import Model
+from prime_ci.model.usage import estimate_tokens
 from prime_ci.session.log import SessionLog
 
 THRESHOLD = 0.8  # compact when the estimated prompt passes this share of the window
@@ -101,7 +102,7 @@ class Compactor:
         """(transcript chars, summary tokens) for a compaction request that fits the window with its answer:
         chars/3 over-estimates tokens, so the transcript's real size stays under what is left."""
         summary = min(SUMMARY_TOKENS, self.window // 4)
-        left = self.window - summary - estimate_tokens(len(INSTRUCTIONS) + 200) - MARGIN_TOKENS
+        left = self.window - summary - estimate_tokens(INSTRUCTIONS + "x" * 200) - MARGIN_TOKENS  # and a focus
         return max(600, min(TRANSCRIPT_CHARS, left * 3)), summary
 
     def status(self, tokens: int) -> dict[str, Any]:
@@ -125,10 +126,11 @@ class Compactor:
 
     async def compact(
         self, messages: list[dict[str, Any]], ids: list[str | None], *, focus: str | None,
-        kernel_names: Callable[[], Awaitable[list[str]]], task: str,
+        kernel_names: Callable[[], Awaitable[list[str]]], task: str, tokens_before: int,
     ) -> tuple[list[dict[str, Any]], list[str | None]] | None:
         """Summarize messages[1:cut] (all but the system prompt and the kept part); returns the new (messages,
-        ids), or None when there is nothing to cut. Every message but the system prompt has its entry id."""
+        ids), or None when there is nothing to cut. Every message but the system prompt has its entry id.
+        ``tokens_before``: the context's size as the caller measures it (what ``needed`` was asked about)."""
         head = 1
         cut = self.cut_index(messages, head)
         if cut is None:
@@ -138,7 +140,6 @@ class Compactor:
         transcript, summary_tokens = self.request_shape()
         request = [{"role": "system", "content": prompt},
                    {"role": "user", "content": _serialize(messages[head:cut], transcript)}]
-        tokens_before = estimate_tokens(sum(len(json.dumps(m, ensure_ascii=False)) for m in messages))
         self.log.commit()  # a commit point: every entry is durable before any model call, this one included
         try:
             reply = await self.budget.call(self.model, request, [], turn=False, max_tokens=summary_tokens,

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from prime_ci.durations import parse_duration
 from prime_ci.errors import ConfigError
+from prime_ci.isolation.limits import Limits
 from prime_ci.model import table
 from prime_ci.model.usage import UserPrice
 
@@ -57,6 +58,9 @@ class RunConfig(BaseModel):
     python: str | None = None
     sandbox_ro: list[str] = Field(default_factory=list)
     include_dirty: bool = False
+    # every kernel's, gate's and setup command's box: ``--limits`` over PRIME_CI_LIMITS over the defaults, resolved
+    # once by ``prepare``; never from repository settings (not a REPO_KEY); recorded, so a resumed run keeps them
+    limits: Limits = Field(default_factory=Limits)
 
     @field_validator("max_wall", "cell_timeout", mode="before")
     @classmethod
@@ -77,7 +81,6 @@ REPO_KEYS = {"gate", "gates_file", "setup", "python", "sandbox_ro", "require_cha
              "max_gate_retries", "max_depth", "max_children", "max_completion_tokens"}
 LOWER_ONLY = ("max_turns", "max_tokens", "max_wall", "max_cost", "cell_timeout", "max_gate_retries", "max_depth",
               "max_children", "max_completion_tokens")
-FILE_KEYS = REPO_KEYS
 ALIASES = {"gates": "gate", "gates_files": "gates_file", "gates-file": "gates_file"}
 
 
@@ -107,7 +110,7 @@ def file_settings(repo_dir: Path) -> dict[str, Any]:
                 raise ConfigError(f"{name}: {key!r} may only be set on the command line (the repository's own "
                                   "settings cannot choose the model, the task, files outside the worktree or the "
                                   "sandbox)")
-            if norm not in FILE_KEYS:
+            if norm not in REPO_KEYS:
                 raise ConfigError(f"{name}: unknown setting {key!r}")
             out[norm] = value
         return out

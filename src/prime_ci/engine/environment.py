@@ -13,6 +13,7 @@ from pathlib import Path
 from prime_ci.engine.prepare import Prepared
 from prime_ci.engine.setup import SetupOutcome, SetupSpec, run_all
 from prime_ci.gates.runner import GateResult, GateSpec, run_gate, run_gates
+from prime_ci.isolation import limits as limits_mod
 from prime_ci.isolation import projenv
 from prime_ci.isolation import sandbox as sandbox_mod
 from prime_ci.isolation.project_layer import swap
@@ -46,7 +47,8 @@ async def run_setup(prep: Prepared, env: dict[str, str], say: Callable[[str], No
         if sandbox is not None:
             launcher = dataclasses.replace(sandbox, writable=[*sandbox.writable, str(prep.project.root)],
                                            network=spec.network).wrap([])
-        result = await run_gate(spec.as_gate(), cwd=prep.worktree.path, env=env, log_dir=log_dir, launcher=launcher)
+        result = await run_gate(spec.as_gate(), cwd=prep.worktree.path, env=env, log_dir=log_dir, launcher=launcher,
+                                limits=prep.cfg.limits)
         return SetupOutcome(name=spec.name, command=spec.command, passed=result.passed, exit_code=result.exit_code,
                             timed_out=result.timed_out, duration_s=round(result.duration_s, 3),
                             log=str(Path("setup") / result.log_path.name))
@@ -83,13 +85,16 @@ class Standalone:
     python: str | None = None
     sandbox_ro: list[str] = field(default_factory=list)
     pass_env: list[str] = field(default_factory=list)
+    limits: limits_mod.Limits = field(default_factory=lambda: limits_mod.resolve(None))  # PRIME_CI_LIMITS|defaults
 
 
 async def standalone(specs: list[GateSpec], cwd: Path, log_dir: Path, options: Standalone,
                      say: Callable[[str], None]) -> list[GateResult]:
     """``prime-ci gates``: the gates in CWD with the project's interpreter (a throwaway environment layered on
     it), the scrubbed environment, and the sandbox as ``--sandbox`` says (CWD writable, like a worktree)."""
-    sandbox, status = sandbox_mod.resolve(options.sandbox, writable=[], readonly=[])
+    sandbox, status, warning = sandbox_mod.resolve(options.sandbox, writable=[], readonly=[])
+    if warning:
+        say(f"warning: {warning}")
     say(f"sandbox: {status}")
     with tempfile.TemporaryDirectory(prefix="prime-ci-gates-") as tmp:
         root = Path(tmp)
@@ -103,4 +108,4 @@ async def standalone(specs: list[GateSpec], cwd: Path, log_dir: Path, options: S
             sandbox.writable = [str(cwd), str(root / "home"), str(log_dir)]
             sandbox.readonly = [*reach, *sandbox_mod.named_paths(s.command for s in specs), *project.readable()]
             launcher = sandbox.wrap([])
-        return await run_gates(specs, cwd=cwd, env=env, log_dir=log_dir, launcher=launcher)
+        return await run_gates(specs, cwd=cwd, env=env, log_dir=log_dir, launcher=launcher, limits=options.limits)

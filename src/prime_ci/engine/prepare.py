@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,7 +16,7 @@ from prime_ci.engine.setup import SetupSpec
 from prime_ci.errors import ConfigError
 from prime_ci.gates.runner import GateSpec, gates_from_commands, load_gate_files, load_gate_files_from_ref
 from prime_ci.harness.run import HarnessRun
-from prime_ci.isolation import projenv
+from prime_ci.isolation import limits, projenv
 from prime_ci.isolation import sandbox as sandbox_mod
 from prime_ci.isolation.projenv import ProjectEnv
 from prime_ci.isolation.sandbox import Sandbox
@@ -47,8 +48,14 @@ class Prepared:
     reach: list[str] = field(default_factory=list)  # extra read-only paths in the sandbox
 
 
-def prepare(flags: dict[str, Any]) -> Prepared:
-    """Clone, read repo settings, validate everything. Raises ConfigError (exit 2) with nothing left behind."""
+def prepare(flags: dict[str, Any], say: Callable[[str], None]) -> Prepared:
+    """Check the flags, clone, read repo settings, validate everything. Raises ConfigError (exit 2) with nothing
+    left behind: what the flags alone decide (the limits, the model's provider and key) before the clone."""
+    spec = flags.get("limits")
+    flags = {**flags, "limits": limits.resolve(None if spec is None else str(spec))}
+    model, api_base = flags.get("model"), flags.get("api_base")
+    if model and (missing := model_problem(str(model), str(api_base or "") or None)):
+        raise ConfigError(missing)
     run_id = new_run_id()
     worktree = create_worktree(str(flags.get("repo", ".")), flags.get("ref"),
                                include_dirty=bool(flags.get("include_dirty")))
@@ -57,15 +64,15 @@ def prepare(flags: dict[str, Any]) -> Prepared:
         gates = load_gates(cfg, worktree)
         setup = load_setup(cfg, worktree)
         project = project_env(cfg, worktree)
-        if missing := model_problem(cfg.model or "", cfg.api_base):
-            raise ConfigError(missing)
         model = make_model(cfg.model or "", api_base=cfg.api_base, options=model_options(cfg))
         out = (cfg.out or Path("prime-ci-out") / run_id).resolve()
         if (out / "session.jsonl").exists():
             raise ConfigError(f"--out: {out} already holds a run (use `prime-ci resume {out}`)")
         harness = HarnessRun.load(harness=cfg.harness, branch=cfg.harness_branch, propose=cfg.propose, wt=worktree,
                                   run_id=run_id, untrusted=cfg.untrusted_file is not None)
-        sandbox, status = sandbox_mod.resolve(cfg.sandbox, writable=[], readonly=[])
+        sandbox, status, warning = sandbox_mod.resolve(cfg.sandbox, writable=[], readonly=[])
+        if warning:
+            say(f"warning: {warning}")
     except BaseException:
         worktree.remove()
         raise
@@ -155,7 +162,9 @@ def _inside(root: Path, name: str) -> Path:
     return resolved
 
 
-def prepare_resume(out: Path, *, salvage: bool) -> tuple[Prepared, ResumeState] | dict[str, Any]:
+def prepare_resume(
+    out: Path, *, salvage: bool, say: Callable[[str], None]
+) -> tuple[Prepared, ResumeState] | dict[str, Any]:
     """A finished run's result (resume is idempotent), or what is needed to continue an interrupted one."""
     p = plan(out.resolve(), salvage=salvage)
     if p.finished is not None:
@@ -164,7 +173,9 @@ def prepare_resume(out: Path, *, salvage: bool) -> tuple[Prepared, ResumeState] 
     model = make_model(cfg.model or "", api_base=cfg.api_base, options=model_options(cfg))
     harness = HarnessRun.load(harness=cfg.harness, branch=cfg.harness_branch, propose=cfg.propose, wt=p.worktree,
                               run_id=p.run_id, untrusted=cfg.untrusted_file is not None, resume=True)
-    sandbox, status = sandbox_mod.resolve(cfg.sandbox, writable=[], readonly=[])
+    sandbox, status, warning = sandbox_mod.resolve(cfg.sandbox, writable=[], readonly=[])
+    if warning:
+        say(f"warning: {warning}")
     saved = p.info.get("project")
     if saved is not None and (p.worktree.root / "env" / "pyvenv.cfg").is_file():
         project = ProjectEnv.from_json(saved)

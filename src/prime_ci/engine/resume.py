@@ -1,11 +1,11 @@
 """``prime-ci resume OUT_DIR``: continue an interrupted run from its session log.
 
-The log is the source of truth: the settings and worktree come from the ``prime_ci.run`` record, the
-conversation from the entries by Prime Agent's context rule (the latest compaction's summary, the entries from
-its ``firstKeptEntryId`` on, what follows it: what the run itself continued with), the budget from the last
-``prime_ci.usage`` record plus the wall time already spent, the gate-retry count from the ``prime_ci.gate``
-records. The kernel is started fresh and its last snapshot restored. A finished run is not run again:
-resume returns its recorded result (idempotent).
+The log is the source of truth: the settings (``--limits`` included) and worktree come from the ``prime_ci.run``
+record, the conversation from the entries by Prime Agent's context rule (the latest compaction's summary, the
+entries from its ``firstKeptEntryId`` on, what follows it: what the run itself continued with), the budget from
+the last ``prime_ci.usage`` record plus the wall time already spent, the gate-retry count from the
+``prime_ci.gate`` records. The kernel is started fresh and its last snapshot restored. A finished run is not
+run again: resume returns its recorded result (idempotent).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from prime_ci.engine.compact import summary_message
 from prime_ci.engine.config import RunConfig
 from prime_ci.errors import ConfigError
 from prime_ci.gates.runner import GateSpec
+from prime_ci.isolation import limits
+from prime_ci.isolation.box import run_needle
 from prime_ci.isolation.procs import sweep
 from prime_ci.isolation.worktree import Worktree, create_worktree
 from prime_ci.session.log import SessionFile, read_session
@@ -152,13 +154,16 @@ def plan(out: Path, *, salvage: bool) -> ResumePlan:
     info = session.last_custom("prime_ci.run")
     if info is None or "config" not in info:
         raise ConfigError(f"resume: {path} has no prime_ci.run record: the run never started")
-    cfg = RunConfig.model_validate(info["config"])
+    config = info["config"]
+    if "limits" not in config:  # recorded before the limits were a setting: the run had them from the environment
+        config = {**config, "limits": limits.resolve(None)}
+    cfg = RunConfig.model_validate(config)
     if stop is not None:
         result_path = out / "result.json"
         finished = json.loads(result_path.read_text()) if result_path.is_file() else dict(stop)
         return ResumePlan(out, info["run_id"], cfg, _dead_worktree(info), [], ResumeState(session), finished)
     state = rebuild(session)
-    if info.get("marker") and (stray := sweep(f"PRIME_CI_RUN={info['marker']}".encode())):
+    if info.get("marker") and (stray := sweep(run_needle(info["marker"]))):
         state.notes.append(f"{stray} process(es) left over from the interrupted run were stopped.")
     wt_info = info["worktree"]
     wt = Worktree(Path(wt_info["path"]), Path(wt_info["git_dir"]), info["base_commit"], Path(wt_info["root"]),

@@ -31,6 +31,7 @@ from prime_ci.gates import protect
 from prime_ci.gates.judge import Judge, time_to_green
 from prime_ci.gates.junit import github_annotations
 from prime_ci.isolation import procs, redact
+from prime_ci.isolation.box import RUN_VAR, run_needle
 from prime_ci.isolation.sandbox import scrubbed_env
 from prime_ci.isolation.untrusted import clean_terminal_text, fence
 from prime_ci.isolation.worktree import GitError, is_url
@@ -49,7 +50,6 @@ from prime_ci.model.routes import (
 )
 from prime_ci.session.log import SessionLog, entry_id
 
-RUN_MARKER = "PRIME_CI_RUN"
 SIGNAL_EXIT = {signal.SIGINT: StopReason.INTERRUPTED.exit_code, signal.SIGTERM: SIGTERM_EXIT,
                signal.SIGHUP: SIGTERM_EXIT}
 # a budget stop or failed gates: one more full gate round decides whether the run still passed
@@ -96,7 +96,7 @@ class Run:
             self.budget.restore(self.resume.usage, self.resume.wall_spent)
         harness = self.prep.harness
         env = scrubbed_env(wt.root / "home", cfg.pass_env, project_vars(self.prep, {
-            "PRIME_CI_BRIDGE": str(self.bridge.path), RUN_MARKER: self.marker}))
+            "PRIME_CI_BRIDGE": str(self.bridge.path), RUN_VAR: self.marker}))
         # gates read bytecode only from a cache outside the worktree: a forged __pycache__/*.pyc with the
         # source's mtime and size cannot stand in for the source the patch shows
         gate_env = {k: v for k, v in env.items() if k != "PRIME_CI_BRIDGE"} | {
@@ -113,7 +113,7 @@ class Run:
         self.gate_env = gate_env
         self.judge = Judge(self.prep.gates, wt, gate_env, self.prep.out / "gates", self.log,
                            cfg.max_gate_retries, exclude=[".prime-ci"],
-                           launcher=sandbox.wrap([]) if sandbox else [], clock=self.budget.elapsed)
+                           launcher=sandbox.wrap([]) if sandbox else [], limits=cfg.limits, clock=self.budget.elapsed)
         task = asyncio.current_task()
         assert task is not None
         loop = asyncio.get_running_loop()
@@ -169,7 +169,7 @@ class Run:
                              child_env, str(self.child_bridge.path),
                              cfg.max_depth, cfg.max_children, cfg.max_turns, cfg.cell_timeout, self.say,
                              sandbox=self.prep.sandbox, subagent=self.prep.harness.subagent,
-                             session_cwd=session_cwd(wt.source))
+                             session_cwd=session_cwd(wt.source), limits=cfg.limits)
         bridge_handlers.register(self)
         if self.prep.setup and (failed := await self._setup()) is not None:
             return failed
@@ -177,7 +177,8 @@ class Run:
         preload = PRELOAD + self.prep.harness.preload()
         self.kernel = Kernel(KernelConfig(cwd=wt.path, env=env, run_dir=wt.root, preload=preload,
                                           snapshot_dir=wt.root / "kernel" / "state",
-                                          wrap=self.prep.sandbox.wrap if self.prep.sandbox else None))
+                                          wrap=self.prep.sandbox.wrap if self.prep.sandbox else None,
+                                          limits=cfg.limits))
         self.ignored_before = await asyncio.to_thread(wt.ignored_files)
         await self.kernel.start()
         self.say(f"kernel ready in {time.monotonic() - started:.1f}s (pid {self.kernel.pid})")
@@ -297,7 +298,7 @@ class Run:
                 await self.kernel.shutdown()
         await self.bridge.close()
         await self.child_bridge.close()
-        if leftovers := procs.sweep(f"{RUN_MARKER}={self.marker}".encode()):
+        if leftovers := procs.sweep(run_needle(self.marker)):
             self.say(f"killed {leftovers} leftover process(es) of this run")
 
     def _verdict(self) -> tuple[str, list[str], list[str]]:
@@ -312,9 +313,7 @@ class Run:
             flags.append(f"diff unavailable: {exc}")
             if self.stop.reason is StopReason.COMPLETED:  # a verdict without its patch is never a success
                 self.stop = Stop(StopReason.PERSISTENCE_ERROR, f"the patch could not be produced: {exc}")
-        verdict = protect.check(wt, changed, cfg.gates_file, cfg.allow_protected)
-        hidden = [p for p in hidden if not protect.allowed(p, cfg.allow_protected)]
-        verdict.protected += [f"{p} (hidden from the patch by .gitignore)" for p in hidden]
+        verdict = protect.check(wt, changed, cfg.gates_file, cfg.allow_protected, hidden)
         flags += verdict.flags()
         if redact.contains_secret(patch) and self.stop.reason is not StopReason.INTERRUPTED:
             self.stop = Stop(StopReason.SECURITY_STOP, "a registered secret (or an encoding of one) is in the patch")

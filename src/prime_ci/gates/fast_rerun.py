@@ -21,6 +21,7 @@ from pathlib import Path
 
 from prime_ci.gates.runner import GateResult, run_gate
 from prime_ci.gates.specs import GateSpec
+from prime_ci.isolation.limits import Limits
 
 MAX_TESTS = 50
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
@@ -250,10 +251,10 @@ class FastRerun:
         return pytest_node_ids(self.tests, root) if self.node_ids else list(self.tests)
 
     async def run(self, tests: list[str], *, cwd: Path, env: dict[str, str], log_dir: Path,
-                  launcher: Sequence[str]) -> GateResult:
+                  launcher: Sequence[str], limits: Limits) -> GateResult:
         """Runs as ``<name>.fast`` (its log is ``<name>.fast.log``, the full run's log stays)."""
         spec = self.spec.model_copy(update={"name": f"{self.spec.name}.fast", "command": render(self.template, tests)})
-        return await run_gate(spec, cwd=cwd, env=env, log_dir=log_dir, launcher=launcher)
+        return await run_gate(spec, cwd=cwd, env=env, log_dir=log_dir, launcher=launcher, limits=limits)
 
 
 def plan_rerun(spec: GateSpec, result: GateResult, root: Path) -> FastRerun | None:

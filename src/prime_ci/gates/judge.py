@@ -16,6 +16,7 @@ from typing import Any, Literal
 from prime_ci.engine.stops import Stop, StopReason
 from prime_ci.gates.fast_rerun import FastRerun, plan_rerun
 from prime_ci.gates.runner import GateResult, GateSpec, feedback_message, run_gates, workspace_fingerprint
+from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.worktree import Worktree
 from prime_ci.session.log import SessionLog
 
@@ -46,6 +47,7 @@ class Judge:
     max_retries: int
     exclude: list[str] = field(default_factory=list)
     launcher: list[str] = field(default_factory=list)
+    limits: Limits = field(kw_only=True)  # the run's, for each gate attempt's box
     clock: Callable[[], float] = time.monotonic  # seconds into the run, for each round's ``at_s``
     last: list[GateResult] = field(default_factory=list)
     rounds: int = 0
@@ -66,7 +68,7 @@ class Judge:
     async def _full(self, only: str | None) -> list[GateResult]:
         started = time.monotonic()
         results = await run_gates(self.specs, cwd=self.worktree.path, env=self.env, log_dir=self.log_dir,
-                                  only=only, launcher=self.launcher)
+                                  only=only, launcher=self.launcher, limits=self.limits)
         if only is None:
             self.last, self._reruns = results, {}
             self._fast_in_last.clear()
@@ -92,7 +94,8 @@ class Judge:
         for rerun in [r for s in self.specs if (r := self._reruns.get(s.name))]:
             if tests := rerun.current_tests(root):
                 count += len(tests)
-                result = await rerun.run(tests, cwd=root, env=self.env, log_dir=self.log_dir, launcher=self.launcher)
+                result = await rerun.run(tests, cwd=root, env=self.env, log_dir=self.log_dir, launcher=self.launcher,
+                                         limits=self.limits)
                 results.append(result)
                 if rerun.settles(result, root):
                     failing.append(rerun.spec.name)

@@ -47,7 +47,9 @@ class Verdict:
         ]
 
 
-def check(wt: Worktree, changed: list[str], gate_files: list[str], allow: list[str]) -> Verdict:
+def check(wt: Worktree, changed: list[str], gate_files: list[str], allow: list[str], hidden: list[str]) -> Verdict:
+    """The protected paths among ``changed`` and ``hidden`` (``hidden_changes``: ignored files the run made that
+    steer the tests), less those ``allow`` lets through, and the test files modified."""
     verdict = Verdict()
     gate_files = [posixpath.normpath(g) for g in gate_files]  # ./gates.toml is gates.toml
     for path in changed:
@@ -56,11 +58,8 @@ def check(wt: Worktree, changed: list[str], gate_files: list[str], allow: list[s
         hit = _match(path, ALWAYS) or path in gate_files or _runner_section_changed(wt, path)
         if hit and not _match(path, allow):
             verdict.protected.append(path)
+    verdict.protected += [f"{p} (hidden from the patch by .gitignore)" for p in hidden if not _match(p, allow)]
     return verdict
-
-
-def allowed(path: str, allow: list[str]) -> bool:
-    return _match(path, allow)
 
 
 def hidden_changes(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> list[str]:

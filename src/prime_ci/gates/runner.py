@@ -33,7 +33,7 @@ from prime_ci.gates.junit import (
 )
 from prime_ci.gates.specs import GateSpec, gates_from_commands, load_gate_files, load_gate_files_from_ref
 from prime_ci.isolation.box import Box, run_of
-from prime_ci.isolation.limits import Events, Limits, configured, human, reason
+from prime_ci.isolation.limits import Events, Limits, human, reason
 from prime_ci.isolation.procs import kill_tree, send_signal
 from prime_ci.isolation.redact import StreamRedactor
 from prime_ci.isolation.untrusted import strip_ansi
@@ -273,16 +273,15 @@ async def run_gate(
     cwd: Path,
     env: dict[str, str],
     log_dir: Path,
+    limits: Limits,
     kill_grace: float = 2.0,
     launcher: Sequence[str] = (),
-    limits: Limits | None = None,
 ) -> GateResult:
     """Run one gate (with its reruns) in ``cwd``; the output of the last attempt is ``<name>.log``.
 
-    ``launcher``: an argv prefix for ``bash -c COMMAND`` (a sandbox command line ending in ``--``).
-    ``limits``: each attempt's box (default: ``limits.configured()``).
+    ``limits``: each attempt's box (the run's). ``launcher``: an argv prefix for ``bash -c COMMAND`` (a sandbox
+    command line ending in ``--``).
     """
-    limits = limits or configured()
     log_path = log_dir / f"{spec.name}.log"
     try:
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -330,9 +329,9 @@ async def run_gates(
     cwd: Path,
     env: dict[str, str],
     log_dir: Path,
+    limits: Limits,
     only: str | None = None,
     launcher: Sequence[str] = (),
-    limits: Limits | None = None,
 ) -> list[GateResult]:
     """Run the gates one after another, in order (``only``: just the gate of that name)."""
     if only is not None:

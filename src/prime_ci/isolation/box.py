@@ -15,7 +15,9 @@ Each kernel generation and each gate attempt runs in a *box*:
 
 A small launcher (``python -I -S -c LAUNCHER ... -- ARGV``, in front of the sandbox's bwrap) joins the cgroups
 and sets the rlimits, then execs the command: they hold from its first instruction, and bwrap and everything
-it starts inherit them. The limits themselves (``limits.Limits``) come from ``PRIME_CI_LIMITS``.
+it starts inherit them. The limits themselves (``limits.Limits``) are the run's (``limits.resolve``). A cgroup
+limit counts only once written: where the write fails, the box falls back to the rlimit as if there were no
+controller.
 """
 
 from __future__ import annotations
@@ -25,19 +27,35 @@ import hashlib
 import os
 import secrets
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from prime_ci.isolation.cgroups import LAUNCHER, Hierarchy, counter, read, rmdir, run_dir_name, usable, write
+from prime_ci.isolation.cgroups import (
+    LAUNCHER,
+    Hierarchy,
+    counter,
+    limit_file,
+    read,
+    rmdir,
+    run_dir_name,
+    usable,
+    write,
+)
 from prime_ci.isolation.limits import Events, Limits
 
 RUN_VAR = "PRIME_CI_RUN"  # the run's marker variable in the environment of everything it starts
 MARK = 1 << 60  # RLIMIT_RTTIME markers: MARK + (run hash << 24) + box hash (soft) or 2**24 - 1 (hard)
 
 
+def run_needle(marker: str) -> bytes:
+    """``RUN_VAR=marker``: what the run's processes carry in their environment (a sweep looks for it) and, as
+    text, the name of the run their boxes belong to (``run_of``)."""
+    return f"{RUN_VAR}={marker}".encode()
+
+
 def run_of(env: dict[str, str]) -> str:
-    """The run a process with this environment belongs to (``RUN_VAR=value``), "" for none."""
-    return f"{RUN_VAR}={env[RUN_VAR]}" if env.get(RUN_VAR) else ""
+    """The run a process with this environment belongs to (``run_needle`` of its marker), "" for none."""
+    return run_needle(env[RUN_VAR]).decode() if env.get(RUN_VAR) else ""
 
 
 def _hash(text: str, bits: int) -> int:
@@ -56,10 +74,11 @@ class Box:
     limits: Limits
     dirs: list[tuple[Hierarchy, Path]]
     marker: tuple[int, int]  # RLIMIT_RTTIME (soft, hard)
+    enforced: dict[str, list[Path]] = field(default_factory=dict)  # controller -> where its limit was written
 
     @classmethod
     def create(cls, limits: Limits, *, run: str, name: str) -> Box:
-        """A new box of the run ``run`` (a marker such as ``PRIME_CI_RUN=...``; "" for none)."""
+        """A new box of the run ``run`` (``run_of`` the environment of what runs in it; "" for none)."""
         run = run or f"prime-ci-host-{os.getpid()}"
         name = f"{name}-{secrets.token_hex(4)}"
         dirs = []
@@ -86,20 +105,28 @@ class Box:
     def cgroups(self) -> list[Path]:
         return [path for _, path in self.dirs]
 
-    def controlled(self, controller: str) -> list[Path]:
-        """The box's cgroup directories where ``controller`` enforces its limit."""
+    def available(self, controller: str) -> list[Path]:
+        """The box's cgroup directories where ``controller`` is on (its counters, ``seal``)."""
         return [path for hierarchy, path in self.dirs if controller in hierarchy.controllers
                 and (hierarchy.version == 1 or controller in read(path / "cgroup.controllers").split())]
 
+    def controlled(self, controller: str) -> list[Path]:
+        """The box's cgroup directories where ``controller`` enforces its limit: where ``_set_limits`` wrote it."""
+        return list(self.enforced.get(controller, []))
+
     def _set_limits(self) -> None:
-        if self.limits.pids is not None:
-            for path in self.controlled("pids"):
-                write(path / "pids.max", str(self.limits.pids))
-        if self.limits.memory is not None:
-            for path in self.controlled("memory"):
-                for name in ("memory.max", "memory.swap.max", "memory.limit_in_bytes", "memory.memsw.limit_in_bytes"):
-                    if (path / name).exists():
-                        write(path / name, "0" if name == "memory.swap.max" else str(self.limits.memory))
+        """Write the limits into the box's cgroups and record where they took (``enforced``): a limit file the
+        write failed on enforces nothing, and ``launcher`` then falls back to the rlimit."""
+        for controller, limit in (("pids", self.limits.pids), ("memory", self.limits.memory)):
+            if limit is None:
+                continue
+            for path in self.available(controller):
+                if (file := limit_file(path, controller)) is not None and write(file, str(limit)):
+                    self.enforced.setdefault(controller, []).append(path)
+        for path in self.controlled("memory"):  # and no swapping around it, where the host has swap
+            for name, value in (("memory.swap.max", "0"), ("memory.memsw.limit_in_bytes", str(self.limits.memory))):
+                if (path / name).exists():
+                    write(path / name, value)
 
     def launcher(self) -> list[str]:
         """The argv prefix that starts a command in this box."""
@@ -118,15 +145,15 @@ class Box:
                 *(f"{key}={soft}:{hard}" for key, (soft, hard) in rlimits.items()), "--"]
 
     def events(self) -> Events:
-        pids_max = sum(counter(path / "pids.events", "max") for path in self.controlled("pids"))
+        pids_max = sum(counter(path / "pids.events", "max") for path in self.available("pids"))
         oom = 0
-        for path in self.controlled("memory"):
+        for path in self.available("memory"):
             oom += counter(path / "memory.events", "oom_kill") + counter(path / "memory.oom_control", "oom_kill")
         return Events(pids_max, oom)
 
     def seal(self) -> None:
         """No process in the box can fork any more (before it is killed)."""
-        for path in self.controlled("pids"):
+        for path in self.available("pids"):
             write(path / "pids.max", "0")
 
     def remove(self) -> None:

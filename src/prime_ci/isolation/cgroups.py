@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _CONTROLLERS = ("pids", "memory")
+# the file holding each controller's limit (v2's or v1's) and a value that sets no limit, for the probe
+LIMIT_FILES = {"pids": (("pids.max", "max"),), "memory": (("memory.max", "max"), ("memory.limit_in_bytes", "-1"))}
 
 # Runs with -I -S: nothing from the job's PYTHONPATH or site-packages can shadow the modules it imports.
 LAUNCHER = """import os, resource, signal, sys
@@ -41,7 +43,7 @@ for spec in args[:end]:
         resource.setrlimit(which, (soft, hard))
     except (ValueError, OSError):
         pass
-for name in ('SIGPIPE', 'SIGXFSZ', 'SIGXFZ'):
+for name in ('SIGPIPE', 'SIGXFSZ'):
     if hasattr(signal, name):
         signal.signal(getattr(signal, name), signal.SIG_DFL)
 os.execvp(args[end + 1], args[end + 1:])
@@ -107,7 +109,8 @@ def _discover() -> list[Hierarchy]:
 
 @functools.cache
 def usable() -> tuple[Hierarchy, ...]:
-    """The hierarchies where this process can make a cgroup and put a process in it (probed once)."""
+    """The hierarchies where this process can make a cgroup and put a process in it (probed once), each with the
+    controllers whose limit it can also write there."""
     found = []
     for hierarchy in _discover():
         for stale in hierarchy.path.glob("prime-ci-probe-*"):  # a probing process killed midway left it
@@ -122,12 +125,25 @@ def usable() -> tuple[Hierarchy, ...]:
             argv = [sys.executable, "-I", "-S", "-c", LAUNCHER, f"join={probe / 'cgroup.procs'}", "--",
                     sys.executable, "-I", "-S", "-c", ""]
             if subprocess.run(argv, capture_output=True, timeout=30, check=False).returncode == 0:
-                found.append(hierarchy)
+                controllers = writable_limits(probe, hierarchy.controllers)
+                found.append(Hierarchy(hierarchy.path, hierarchy.version, controllers))
         except (OSError, subprocess.TimeoutExpired):
             pass
         finally:
             rmdir(probe)
     return tuple(found)
+
+
+def limit_file(path: Path, controller: str) -> Path | None:
+    """The file of the cgroup ``path`` that holds ``controller``'s limit (v2's or v1's), None when it has none."""
+    return next((path / name for name, _ in LIMIT_FILES[controller] if (path / name).exists()), None)
+
+
+def writable_limits(path: Path, controllers: frozenset[str]) -> frozenset[str]:
+    """Those of ``controllers`` whose limit this process can write in the cgroup ``path`` (written: no limit)."""
+    values = {name: value for pairs in LIMIT_FILES.values() for name, value in pairs}
+    return frozenset(c for c in controllers
+                     if (file := limit_file(path, c)) is not None and write(file, values[file.name]))
 
 
 def run_dir_name(run: str) -> str:
@@ -166,9 +182,13 @@ def read(path: Path) -> str:
         return ""
 
 
-def write(path: Path, value: str) -> None:
-    with contextlib.suppress(OSError):
+def write(path: Path, value: str) -> bool:
+    """Write a cgroup file; False when the kernel or the permissions refused it (the caller decides what then)."""
+    try:
         path.write_text(value)
+    except OSError:
+        return False
+    return True
 
 
 def rmdir(path: Path, wait: float = 2.0) -> None:

@@ -1,6 +1,9 @@
-"""Resource limits of every process prime-ci starts (kernels, gates, setup): what they are, how
-``PRIME_CI_LIMITS`` (``pids=4096,memory=8GiB,file_size=none,cpu=600,cgroup=off``) changes the defaults, which
+"""Resource limits of every process prime-ci starts (kernels, gates, setup): what they are, how ``--limits`` or
+``PRIME_CI_LIMITS`` (``pids=4096,memory=8GiB,file_size=none,cpu=600,cgroup=off``) change the defaults, which
 limit a process ran into, and the run summary's line on how each is enforced here.
+
+A run resolves its limits once (``resolve``), keeps them in its settings (recorded in the session, so a resumed
+run has them too) and hands them to every kernel, gate, setup command and rlm child explicitly.
 
 They are enforced by the box each kernel generation and gate attempt runs in (``box.Box``: a cgroup where
 ``cgroups.py`` finds one this host lets us make, rlimits, and a marker that finds its processes again).
@@ -11,7 +14,8 @@ from __future__ import annotations
 import os
 import re
 import signal
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from prime_ci.errors import ConfigError
@@ -34,6 +38,13 @@ class Limits:
     cpu_seconds: int | None = None
     cgroups: bool = True
 
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Limits:
+        return cls(**data)
+
 
 def human(size: int) -> str:
     for unit, name in ((1 << 40, "TiB"), (GIB, "GiB"), (MIB, "MiB"), (1 << 10, "KiB")):
@@ -43,41 +54,38 @@ def human(size: int) -> str:
     return f"{size} bytes"
 
 
-def parse(spec: str) -> Limits:
-    """``pids=4096,memory=8GiB,file_size=none,cpu=600,cgroup=off``: changes to the defaults."""
+def parse(spec: str, what: str = ENV) -> Limits:
+    """``pids=4096,memory=8GiB,file_size=none,cpu=600,cgroup=off``: changes to the defaults (errors name ``what``)."""
     out = Limits()
     for item in filter(None, (part.strip() for part in spec.split(","))):
         key, sep, value = item.partition("=")
         key, value = key.strip().lower().replace("-", "_"), value.strip().lower()
         if not sep:
-            raise ConfigError(f"{ENV}: {item!r} is not NAME=VALUE")
+            raise ConfigError(f"{what}: {item!r} is not NAME=VALUE")
         if key in ("cgroup", "cgroups"):
             if value not in ("on", "off"):
-                raise ConfigError(f"{ENV}: cgroup must be on or off, not {value!r}")
+                raise ConfigError(f"{what}: cgroup must be on or off, not {value!r}")
             out = replace(out, cgroups=value == "on")
             continue
         field = {"cpu": "cpu_seconds", "fsize": "file_size"}.get(key, key)
         if field not in ("pids", "memory", "file_size", "cpu_seconds"):
-            raise ConfigError(f"{ENV}: unknown limit {key!r} (pids, memory, file_size, cpu, cgroup)")
+            raise ConfigError(f"{what}: unknown limit {key!r} (pids, memory, file_size, cpu, cgroup)")
         number: int | None = None
         if value not in ("none", "unlimited", "off"):
             match = re.fullmatch(r"(\d+)\s*([a-z]*)", value)
             if match is None or match[2] not in _UNITS or int(match[1]) <= 0:
-                raise ConfigError(f"{ENV}: {key}={value!r} is not a positive number (sizes: 512MiB, 4GiB)")
+                raise ConfigError(f"{what}: {key}={value!r} is not a positive number (sizes: 512MiB, 4GiB)")
             number = int(match[1]) * _UNITS[match[2]]
         changes: dict[str, Any] = {field: number}
         out = replace(out, **changes)
     return out
 
 
-def passed_on() -> dict[str, str]:
-    """The limits setting for a process that starts kernels of its own (an rlm child's host), whose environment
-    is otherwise scrubbed."""
-    return {ENV: os.environ[ENV]} if os.environ.get(ENV) else {}
-
-
-def configured(environ: dict[str, str] | None = None) -> Limits:
-    """The defaults, changed by ``PRIME_CI_LIMITS`` in the host's environment."""
+def resolve(flag: str | None, environ: Mapping[str, str] | None = None) -> Limits:
+    """The limits, resolved once: ``--limits`` (``flag``) over ``PRIME_CI_LIMITS`` in the host's environment
+    over the defaults. A bad value is a ConfigError (exit 2) naming where it came from."""
+    if flag is not None:
+        return parse(flag, "--limits")
     return parse((os.environ if environ is None else environ).get(ENV, ""))
 
 

@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from prime_ci.isolation import cgroups
@@ -66,8 +66,15 @@ def marked(needle: bytes) -> dict[int, int]:
 
 def box_members(box: Box) -> dict[int, int]:
     """pid -> start time of the live processes in ``box``: in its cgroups, or carrying its rlimit marker."""
-    found = limit_marked(soft=box.marker[0], hard=box.marker[1])
-    for path in box.cgroups():
+    return _members(None, hard=box.marker[1], soft=box.marker[0], dirs=box.cgroups())
+
+
+def _members(needle: bytes | None, *, hard: int, soft: int | None = None, dirs: Iterable[Path] = ()) -> dict[int, int]:
+    """pid -> start time of the live processes marked with ``needle`` in their environment, or with that
+    RLIMIT_RTTIME marker (``soft`` None: any box of the run), or in one of the cgroups ``dirs``."""
+    found = marked(needle) if needle is not None else {}
+    found.update(limit_marked(hard=hard, soft=soft))
+    for path in dirs:
         found.update(cgroup_members(path))
     return found
 
@@ -121,26 +128,23 @@ def kill_tree(pgid: int, needle: bytes, leader: int, box: Box | None = None) -> 
     ``box``, rescanning for forks, SIGKILL them all, reap escapees. ``pgid`` 0 means: marked processes only."""
 
     def find() -> dict[int, int]:
-        found = marked(needle)
-        if box is not None:
-            found.update(box_members(box))
-        return found
+        return {**marked(needle), **(box_members(box) if box is not None else {})}
 
-    if box is not None:
-        box.seal()
-    _freeze_and_kill(find, pgid, leader)
-    if box is not None:
-        box.remove()
+    _kill(find, pgid=pgid, leader=leader, box=box)
 
 
 def kill_box(box: Box, leader: int = 0) -> None:
     """Kill every process in ``box`` (``leader``, if one of them, is left to its waiter to reap)."""
-    box.seal()
-    _freeze_and_kill(lambda: box_members(box), 0, leader)
-    box.remove()
+    _kill(lambda: box_members(box), leader=leader, box=box)
 
 
-def _freeze_and_kill(find: Callable[[], dict[int, int]], pgid: int, leader: int) -> None:
+def _kill(find: Callable[[], dict[int, int]], *, pgid: int = 0, leader: int = 0, box: Box | None = None,
+          run: str | None = None) -> int:
+    """Seal ``box`` (no more forks), freeze the group ``pgid`` and what ``find`` finds (rescanning for forks),
+    SIGKILL them all and reap them, then remove the cgroups: ``box``'s, or all of the run ``run``'s. Returns how
+    many processes ``find`` found."""
+    if box is not None:
+        box.seal()
     if pgid:
         send_signal(pgid, signal.SIGSTOP, group=True)
     seen: dict[int, int] = {}
@@ -155,8 +159,14 @@ def _freeze_and_kill(find: Callable[[], dict[int, int]], pgid: int, leader: int)
         send_signal(pgid, signal.SIGKILL, group=True)
     for pid in seen:
         send_signal(pid, signal.SIGKILL)
+    found = len(seen)
     seen.pop(leader, None)  # asyncio's child watcher (or Popen.wait) reaps the leader
     reap(seen, leader)
+    if box is not None:
+        box.remove()
+    if run is not None:
+        cgroups.remove_run(run)
+    return found
 
 
 def reap(pending: dict[int, int], leader: int, wait: float = 1.0) -> None:
@@ -181,21 +191,10 @@ def reap(pending: dict[int, int], leader: int, wait: float = 1.0) -> None:
 
 
 def sweep(needle: bytes) -> int:
-    """Kill every live process of the run marked with ``needle`` (``NAME=value``): by that variable, and in the
-    run's boxes (its cgroups and rlimit marker, which ``env -i`` keeps); returns how many were found."""
+    """Kill every live process of the run marked with ``needle`` (``box.run_needle``): by that variable, and in
+    the run's boxes (its cgroups and rlimit marker, which ``env -i`` keeps); returns how many were found."""
     run = needle.decode(errors="replace")
-
-    def find() -> dict[int, int]:
-        found = {**marked(needle), **limit_marked(hard=run_marker(run))}
-        for path in cgroups.run_cgroups(run):
-            found.update(cgroup_members(path))
-        return found
-
-    found = find()
-    if found:
-        _freeze_and_kill(find, 0, 0)
-    cgroups.remove_run(run)
-    return len(found)
+    return _kill(lambda: _members(needle, hard=run_marker(run), dirs=cgroups.run_cgroups(run)), run=run)
 
 
 def reap_orphans() -> int:

@@ -249,21 +249,21 @@ def isolation_problem(report: str) -> str | None:
     return None
 
 
-def resolve(mode: str, *, writable: list[Path], readonly: list[Path]) -> tuple[Sandbox | None, str]:
-    """The sandbox for ``--sandbox MODE`` and a one-line status for the summary.
+def resolve(mode: str, *, writable: list[Path], readonly: list[Path]) -> tuple[Sandbox | None, str, str | None]:
+    """The sandbox for ``--sandbox MODE``, a one-line status for the summary, and a warning for the caller to show
+    (None unless ``auto`` fell back to no sandbox).
 
-    ``on`` fails closed (SandboxUnavailable, exit 5); ``auto`` falls back to no sandbox and says so.
+    ``on`` fails closed (SandboxUnavailable, exit 5); ``auto`` falls back to no sandbox and says why.
     """
     if mode == "off":
-        return None, "off (--sandbox off)"
+        return None, "off (--sandbox off)", None
     bwrap = bwrap_binary()
     problem = "bubblewrap (bwrap) not found" if bwrap is None else probe(bwrap)
     if problem is not None:
         if mode == "on":
             raise SandboxUnavailable(f"--sandbox on: the sandbox cannot be set up: {problem}")
-        print(f"prime-ci: warning: running without the sandbox (--sandbox auto): {problem}", file=sys.stderr)
-        return None, f"off (auto: {problem})"
+        return None, f"off (auto: {problem})", f"running without the sandbox (--sandbox auto): {problem}"
     assert bwrap is not None
     sandbox = Sandbox(bwrap, [str(p) for p in writable], [str(p) for p in readonly])
     return sandbox, ("on (bubblewrap: no network, read-only host, private /tmp, PID and user namespaces, "
-                     "no capabilities, seccomp)")
+                     "no capabilities, seccomp)"), None

@@ -126,7 +126,7 @@ class Kernel:
         cell = CellOutput(self.config.output_limit)
         restarted = self.client is None or not self.alive()
         if restarted:
-            cell.note(f"[{await self._restart('the kernel process had died')}]\n")
+            cell.note(f"[{await self._restart(self._with_limit('the kernel process had died'))}]\n")
         client = self.client
         assert client is not None
         started = time.monotonic()
@@ -235,7 +235,7 @@ class Kernel:
                 cell.note(f"\n[cell interrupted after {timeout:.0f}s timeout; kernel state kept]")
                 return CellResult(cell.out.text(), "timeout", time.monotonic() - started, cell.out.total, "timeout")
             cell.collect(msg["msg_type"], msg["content"])
-        note = await self._restart("cell ignored the interrupt")
+        note = await self._restart(self._with_limit("cell ignored the interrupt"))
         cell.note(f"\n[cell exceeded its {timeout:.0f}s timeout and ignored the interrupt: {note}]")
         return CellResult(cell.out.text(), "timeout", time.monotonic() - started, cell.out.total, "timeout", True)
 
@@ -245,12 +245,12 @@ class Kernel:
         return CellResult(cell.out.text(), "kernel_lost", time.monotonic() - started, cell.out.total, why, True)
 
     async def _restart(self, why: str) -> str:
-        """Kill, start again, restore the snapshot; returns a note for the model."""
+        """Kill, start again, restore the snapshot; returns a note for the model. ``why`` already names the limit
+        that was hit, if any (``_with_limit``: asked once, as a limit read from the exit status stays)."""
         if self.restarts >= self.config.max_restarts:
             self.kill()
             raise KernelLost(f"{why}; restart limit ({self.config.max_restarts}) reached")
         self.restarts += 1
-        why = self._with_limit(why)
         self.kill()
         await self.start()
         return f"{why}: the kernel was restarted ({self.restarts}/{self.config.max_restarts}); {await self.restore()}"

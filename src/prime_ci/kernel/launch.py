@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from prime_ci.isolation.box import Box, run_of
-from prime_ci.isolation.limits import Limits, configured
+from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.procs import kill_box
 
 DEFAULT_LIMIT = 8000
@@ -52,7 +52,7 @@ class KernelConfig:
     max_restarts: int = 5
     python: str = sys.executable
     snapshot_dir: Path | None = None  # user variables saved here after each cell, restored after a restart
-    limits: Limits = field(default_factory=configured)  # of each kernel generation's box
+    limits: Limits = field(kw_only=True)  # of each kernel generation's box: the run's
 
 
 @dataclass

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from prime_ci.errors import ConfigError, ContextOverflow, ModelError
 from prime_ci.isolation.redact import redact
-from prime_ci.model.usage import Cost, Usage
+from prime_ci.model.usage import Cost, Usage, usage_from
 
 RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 # what providers and servers say when the prompt is past the window (OpenAI, vLLM, llama.cpp, Anthropic, Ollama)
@@ -142,7 +142,8 @@ def summarize_errors(errors: list[str]) -> str:
 Pricer = Callable[[Usage], Awaitable[Cost | None]]
 
 
-async def _unpriced(usage: Usage) -> Cost | None:
+async def unpriced(usage: Usage) -> Cost | None:
+    """The pricer of a model whose price is unknown."""
     return None
 
 
@@ -152,7 +153,7 @@ class RetryingModel:
     name: str
     policy: RetryPolicy
     where: str  # the endpoint, for error messages: "anthropic (http://…)" or "http://host/v1/chat/completions"
-    pricer: Pricer = staticmethod(_unpriced)
+    pricer: Pricer = staticmethod(unpriced)
 
     async def attempt(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int, timeout: float
@@ -252,18 +253,9 @@ class OpenAICompatModel(RetryingModel):
         calls = [ToolCall(c.get("id") or f"call_{i}", c["function"].get("name") or "",
                           c["function"].get("arguments") or "")
                  for i, c in enumerate(message.get("tool_calls") or [])]
-        return ModelReply(message.get("content") or "", calls, openai_usage(data.get("usage") or {}), None,
+        return ModelReply(message.get("content") or "", calls, usage_from(data.get("usage")), None,
                           choice.get("finish_reason") or "stop", self.name,
                           thinking=str(message.get("reasoning_content") or message.get("reasoning") or ""))
-
-
-def openai_usage(usage: dict[str, Any]) -> Usage:
-    """Usage of an OpenAI-compatible reply, with the cached and reasoning details when the server sends them."""
-    prompt_details = usage.get("prompt_tokens_details") or {}
-    completion_details = usage.get("completion_tokens_details") or {}
-    return Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
-                 cache_read_tokens=int(prompt_details.get("cached_tokens") or 0),
-                 reasoning_tokens=int(completion_details.get("reasoning_tokens") or 0))
 
 
 async def discover_window(api_base: str, model_id: str, headers: dict[str, str] | None = None) -> int | None:
@@ -328,12 +320,8 @@ class ReplayModel:
             if p.get("type") == "toolCall"
         ]
         u = msg.get("usage") or {}
-        read, write = int(u.get("cacheRead") or 0), int(u.get("cacheWrite") or 0)
-        usage = Usage(int(u.get("input", 0)) + read + write, int(u.get("output", 0)), read, write)
-        c = u["cost"] if isinstance(u.get("cost"), dict) else {}
-        cost = Cost(float(c.get("input") or 0), float(c.get("output") or 0), float(c.get("cacheRead") or 0),
-                    float(c.get("cacheWrite") or 0))
-        return ModelReply(text, calls, usage, cost, "toolUse" if calls else "stop", self.name)
+        cost = Cost.from_json(u["cost"] if isinstance(u.get("cost"), dict) else {})
+        return ModelReply(text, calls, Usage.from_session(u), cost, "toolUse" if calls else "stop", self.name)
 
     def for_child(self, name: str) -> ReplayModel:
         """The recording of the child named ``name`` in the recorded run: a run's artifacts directory keeps it

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import math
 import os
 import threading
 from dataclasses import dataclass
@@ -31,8 +30,9 @@ from prime_ci.model.providers import (
     ToolCall,
     discover_window,
     parse_retry_after,
+    unpriced,
 )
-from prime_ci.model.usage import Cost, Usage, UserPrice
+from prime_ci.model.usage import Cost, Usage, UserPrice, estimate_tokens, usage_from
 
 __all__ = ["LiteLLMModel", "Model", "ModelOptions", "ModelReply", "ReplayModel", "RetryPolicy", "ToolCall", "Usage",
            "make_model"]
@@ -143,7 +143,7 @@ class LiteLLMModel(RetryingModel):
     def count_tokens(self, text: str) -> int:
         """litellm's tokenizer for a model in its table once litellm is loaded; ``ceil(chars/3)`` before."""
         if _module is None or not table.model_info(self.name):
-            return math.ceil(len(text) / 3)
+            return estimate_tokens(text)
         return int(_module.token_counter(model=self.name, text=text))
 
     async def attempt(
@@ -176,7 +176,7 @@ class LiteLLMModel(RetryingModel):
             for i, c in enumerate(msg.tool_calls or [])
         ]
         blocks = getattr(msg, "thinking_blocks", None)
-        usage = litellm_usage(getattr(response, "usage", None))
+        usage = usage_from(getattr(response, "usage", None))
         return ModelReply(text=msg.content or "", tool_calls=calls, usage=usage, cost=None,
                           finish_reason=choice.finish_reason or "stop", model=self.name,
                           thinking=str(getattr(msg, "reasoning_content", None) or ""),
@@ -195,19 +195,6 @@ def cache_points(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if len(messages) > 1:
         points.append({"location": "message", "index": len(messages) - 1})
     return points
-
-
-def litellm_usage(u: Any) -> Usage:
-    """litellm's usage object: cache reads (OpenAI's ``prompt_tokens_details.cached_tokens`` or Anthropic's
-    ``cache_read_input_tokens``), cache writes and reasoning tokens; ``prompt_tokens`` includes both cache parts."""
-    details = getattr(u, "prompt_tokens_details", None)
-    completion_details = getattr(u, "completion_tokens_details", None)
-    read = int(getattr(details, "cached_tokens", 0) or getattr(u, "cache_read_input_tokens", 0) or 0)
-    return Usage(prompt_tokens=int(getattr(u, "prompt_tokens", 0) or 0),
-                 completion_tokens=int(getattr(u, "completion_tokens", 0) or 0),
-                 cache_read_tokens=read,
-                 cache_write_tokens=int(getattr(u, "cache_creation_input_tokens", 0) or 0),
-                 reasoning_tokens=int(getattr(completion_details, "reasoning_tokens", 0) or 0))
 
 
 def litellm_cost(litellm: ModuleType, model: str, usage: Usage) -> Cost:
@@ -234,9 +221,7 @@ def _pricer(model: str, price: UserPrice | None) -> Pricer:
             return price.cost(usage)
         return user
     if not table.is_priced(model):
-        async def unknown(usage: Usage) -> Cost | None:
-            return None
-        return unknown
+        return unpriced
     start_import()
 
     async def listed(usage: Usage) -> Cost | None:
@@ -289,7 +274,7 @@ def token_counter(model: Model) -> Any:
     """Tokens of one message's text: the provider's tokenizer through litellm where it has one, else chars/3."""
     if isinstance(model, LiteLLMModel):
         return model.count_tokens
-    return lambda text: math.ceil(len(text) / 3)
+    return estimate_tokens
 
 
 def known_provider(name: str) -> bool:

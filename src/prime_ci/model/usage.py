@@ -3,12 +3,21 @@
 ``prompt_tokens`` follows OpenAI's meaning on every route: it includes the tokens read from and written to the
 prompt cache (``cache_read_tokens``, ``cache_write_tokens``); ``reasoning_tokens`` are part of
 ``completion_tokens``. Prime Agent's ``input`` is the uncached remainder.
+
+Where no tokenizer is at hand, text is estimated at ``ceil(chars / 3)`` tokens (``estimate_tokens``): a deliberate
+over-estimate, as real tokenizers average 3.5-4 characters per token on code and prose.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, fields
 from typing import Any
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens of ``text`` without a tokenizer: ``ceil(chars / 3)``."""
+    return math.ceil(len(text) / 3)
 
 
 def usd(value: float) -> str:
@@ -32,12 +41,39 @@ class Usage:
     def uncached_prompt_tokens(self) -> int:
         return max(0, self.prompt_tokens - self.cache_read_tokens - self.cache_write_tokens)
 
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
     def to_json(self) -> dict[str, int]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Usage:
         return cls(**{k: int(data.get(k) or 0) for k in cls.__dataclass_fields__})
+
+    @classmethod
+    def from_session(cls, data: dict[str, Any]) -> Usage:
+        """The tokens of a session ``usage`` (``session_usage``'s shape: ``input`` without the cache)."""
+        read, write = int(data.get("cacheRead") or 0), int(data.get("cacheWrite") or 0)
+        return cls(int(data.get("input") or 0) + read + write, int(data.get("output") or 0), read, write)
+
+
+def usage_from(reported: Any) -> Usage:
+    """A provider's reported usage, a JSON object (the direct route) or litellm's usage object: cache reads
+    (OpenAI's ``prompt_tokens_details.cached_tokens`` or Anthropic's ``cache_read_input_tokens``), cache writes
+    and reasoning tokens; ``prompt_tokens`` includes both cache parts."""
+
+    def count(obj: Any, name: str) -> int:
+        return int(get(obj, name) or 0)
+
+    def get(obj: Any, name: str) -> Any:
+        return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+    details, completion = get(reported, "prompt_tokens_details"), get(reported, "completion_tokens_details")
+    return Usage(count(reported, "prompt_tokens"), count(reported, "completion_tokens"),
+                 cache_read_tokens=count(details, "cached_tokens") or count(reported, "cache_read_input_tokens"),
+                 cache_write_tokens=count(reported, "cache_creation_input_tokens"),
+                 reasoning_tokens=count(completion, "reasoning_tokens"))
 
 
 @dataclass(frozen=True)
@@ -53,14 +89,17 @@ class Cost:
     def total(self) -> float:
         return self.input + self.output + self.cache_read + self.cache_write
 
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
     def to_json(self) -> dict[str, float]:
         return {"input": self.input, "output": self.output, "cacheRead": self.cache_read,
                 "cacheWrite": self.cache_write, "total": self.total}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Cost:
-        return cls(float(data.get("input", 0.0)), float(data.get("output", 0.0)), float(data.get("cacheRead", 0.0)),
-                   float(data.get("cacheWrite", 0.0)))
+        return cls(float(data.get("input") or 0.0), float(data.get("output") or 0.0),
+                   float(data.get("cacheRead") or 0.0), float(data.get("cacheWrite") or 0.0))
 
 
 def session_usage(usage: Usage, cost: Cost | None) -> dict[str, Any]:

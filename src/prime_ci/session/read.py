@@ -233,6 +233,7 @@ class SessionFile:
     foreign_offset: int | None = None  # byte offset of the first of them
     checksummed: bool = False  # prime-ci wrote the log (its header carries crc32)
     path: Path | None = None
+    scan: LogScan | None = field(default=None, repr=False, compare=False)  # what the file was read from
 
     @property
     def foreign_start(self) -> int:
@@ -241,10 +242,8 @@ class SessionFile:
 
     def check_no_foreign_suffix(self) -> None:
         """Raise ``ForeignSuffixError`` when another program continued the log after prime-ci's last record."""
-        if self.foreign_suffix:
-            first = self.foreign_suffix[0]
-            raise ForeignSuffixError(str(self.path), len(self.foreign_suffix), self.foreign_offset or 0,
-                                     str(first.get("id")))
+        if self.scan is not None and self.scan.foreign:
+            raise self.scan.foreign_error(str(self.path))
 
     def branches(self) -> Branches:
         """The active branch and the entries off it, as indices into ``entries`` (``session.tree``)."""
@@ -304,4 +303,4 @@ def read_session(path: Path, *, strict: bool = False) -> SessionFile:
                        bad_lines=[(start, reason) for start, _, reason in scan.bad], seq_gaps=scan.open_gaps(),
                        nul_runs=scan.nul_runs, unterminated=scan.tail_entry is not None, foreign_suffix=foreign,
                        foreign_offset=scan.foreign[0][0] if scan.foreign else None, checksummed=scan.checksummed,
-                       path=path)  # fmt: skip
+                       path=path, scan=scan)  # fmt: skip

@@ -24,7 +24,6 @@ class Branches:
     path: list[int]  # the active branch, root first
     off_branch: list[int]  # every other entry, in file order
     forks: dict[int, int] = field(default_factory=dict)  # path index -> how many off-branch entries descend there
-    detached: int = 0  # off-branch entries with no ancestor on the active branch
     relinked: list[int] = field(default_factory=list)  # entries whose parentId names no entry (linked to previous)
 
 
@@ -66,7 +65,6 @@ def branches(entries: Sequence[dict[str, Any]]) -> Branches:
     off = [i for i in range(len(entries)) if i not in on_path]
     anchor: dict[int, int | None] = {}  # off-branch entry -> its nearest ancestor on the path
     forks: dict[int, int] = {}
-    detached = 0
     for i in off:
         chain: list[int] = []
         node = i
@@ -76,8 +74,6 @@ def branches(entries: Sequence[dict[str, Any]]) -> Branches:
         found = anchor.get(node) if node is not None and node in anchor else (node if node in on_path else None)
         for n in chain:
             anchor[n] = found
-        if found is None:
-            detached += 1
-        else:
+        if found is not None:  # else detached: no ancestor on the active branch
             forks[found] = forks.get(found, 0) + 1
-    return Branches(path, off, forks, detached, relinked)
+    return Branches(path, off, forks, relinked)

@@ -5,17 +5,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from prime_ci.testing.cache import Block, CacheUsage, canonical, without_cache_control
-from prime_ci.testing.openai_api import MODELS, pieces
-from prime_ci.testing.steps import ANTHROPIC_USAGE_KEYS, Body, Reply
+from prime_ci.testing.openai_api import ERROR_TYPES, MODELS, cap_output, merge_usage, output_tokens, pieces
+from prime_ci.testing.steps import Body, Reply
 
 MAX_BREAKPOINTS = 4
-_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 529: "overloaded_error"}
+_ERROR_TYPES = {**ERROR_TYPES, 413: "request_too_large", 529: "overloaded_error"}
 _STOP_REASONS = {"length": "max_tokens", "stop": "end_turn", "tool_calls": "tool_use", "content_filter": "refusal"}
 _USAGE_ALIASES = {"prompt_tokens": "input_tokens", "completion_tokens": "output_tokens"}
 
@@ -115,22 +113,13 @@ def message(step: Reply, body: Body, n: int, cache: CacheUsage, *, stream: bool)
             arguments = {}
         content.append({"type": "tool_use", "id": call.id or f"toolu_scripted_{n}_{i}", "name": call.name,
                         "input": arguments})
-    produced = len(step.text or "") + sum(len(c.name) + len(c.arguments) for c in step.tool_calls)
-    reasoning = math.ceil(len(step.reasoning) / 4) if step.reasoning else 0
     usage: dict[str, Any] = {"input_tokens": cache.uncached, "cache_creation_input_tokens": cache.write,
-                             "cache_read_input_tokens": cache.read,
-                             "output_tokens": max(1, math.ceil(produced / 4) + reasoning)}
-    scripted = step.usage or {}
-    for key, value in scripted.items():
-        if key in ANTHROPIC_USAGE_KEYS:
-            usage[key] = dict(value) if isinstance(value, Mapping) else value
-        elif key in _USAGE_ALIASES and _USAGE_ALIASES[key] not in scripted:
-            usage[_USAGE_ALIASES[key]] = value
+                             "cache_read_input_tokens": cache.read, "output_tokens": output_tokens(step)[0]}
+    merge_usage(usage, step.usage, anthropic=True, aliases=_USAGE_ALIASES)
     scripted_stop = _STOP_REASONS.get(step.finish_reason, step.finish_reason) if step.finish_reason else None
     stop = scripted_stop or ("tool_use" if step.tool_calls else "end_turn")
     limit = body.get("max_tokens")
-    if isinstance(limit, int) and usage["output_tokens"] > limit:
-        usage["output_tokens"] = limit
+    if cap_output(usage, "output_tokens", limit if isinstance(limit, int) else None):
         stop = scripted_stop or "max_tokens"
     return {"id": f"msg_scripted_{n}", "type": "message", "role": "assistant", "model": body.get("model", MODELS[0]),
             "content": content, "stop_reason": stop, "stop_sequence": None, "usage": usage}

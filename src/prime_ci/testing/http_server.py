@@ -15,6 +15,14 @@ import prime_ci.testing.anthropic_api as anthropic_api
 import prime_ci.testing.openai_api as openai_api
 from prime_ci.testing.steps import Body, Drip, Error, Hang, Headers, Raw, Reply, Step, reply
 
+# the paths the server answers POSTs on
+ROUTES = frozenset({"/v1/chat/completions", "/chat/completions", "/v1/messages", "/messages"})
+
+
+def api_of(path: str) -> str:
+    """"anthropic" for a Messages API path, else "openai"."""
+    return "anthropic" if path.endswith("/messages") else "openai"
+
 
 @dataclass
 class RecordedRequest:
@@ -30,7 +38,7 @@ class RecordedRequest:
     @property
     def api(self) -> str:
         """"anthropic" for the Messages API, else "openai"."""
-        return "anthropic" if self.path.endswith("/messages") else "openai"
+        return api_of(self.path)
 
 
 class Owner(Protocol):
@@ -46,10 +54,6 @@ class Owner(Protocol):
     def _dispatch(self, request: RecordedRequest) -> tuple[Step, int]: ...
 
     def _reply_body(self, api: str, step: Reply, body: Body, n: int, stream: bool) -> Body: ...
-
-
-_APIS = {"/v1/chat/completions": "openai", "/chat/completions": "openai", "/v1/messages": "anthropic",
-         "/messages": "anthropic"}
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -138,13 +142,13 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         path, t = self.path.split("?")[0], time.monotonic()
         data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        api = _APIS.get(path)
-        if api is None:
+        if path not in ROUTES:
             self._record(path, data, "not_found", t)
             hint = " (litellm's anthropic/ route appends /v1/messages: pass root_url as api_base)"
-            message = f"no route for POST {path}" + (hint if path.endswith("/messages") else "")
+            message = f"no route for POST {path}" + (hint if api_of(path) == "anthropic" else "")
             self._send([openai_api.error_body(404, message)], status=404)
             return
+        api = api_of(path)
         error_body = anthropic_api.error_body if api == "anthropic" else openai_api.error_body
         try:
             body = json.loads(data)

@@ -12,13 +12,14 @@ from prime_ci.testing.cache import canonical
 from prime_ci.testing.steps import ANTHROPIC_USAGE_KEYS, Body, Reply, UsageSpec
 
 MODELS = ("scripted-model", "gpt-4o-mini")
-_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                404: "not_found_error", 429: "rate_limit_error"}
+# the error types both APIs name alike (the Messages API adds its own: anthropic_api)
+ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+               404: "not_found_error", 429: "rate_limit_error"}
 _ERROR_CODES = {401: "invalid_api_key", 404: "not_found", 429: "rate_limit_exceeded"}
 
 
 def error_body(status: int, message: str) -> bytes:
-    kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    kind = ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
     code = _ERROR_CODES.get(status)
     return json.dumps({"error": {"message": message, "type": kind, "code": code}}).encode()
 
@@ -99,15 +100,34 @@ def strict_problem(body: Body) -> tuple[int, str] | None:
     return None
 
 
-def merge_usage(usage: dict[str, Any], scripted: UsageSpec | None, skip: frozenset[str]) -> None:
-    """Scripted usage wins; a scripted nested dict updates the computed one key by key."""
-    for key, value in (scripted or {}).items():
-        if key in skip:
+def output_tokens(step: Reply) -> tuple[int, int]:
+    """(output tokens, of which reasoning) of a scripted reply: ~4 characters a token, at least one."""
+    produced = len(step.text or "") + sum(len(c.name) + len(c.arguments) for c in step.tool_calls)
+    reasoning = math.ceil(len(step.reasoning) / 4) if step.reasoning else 0
+    return max(1, math.ceil(produced / 4) + reasoning), reasoning
+
+
+def merge_usage(usage: dict[str, Any], scripted: UsageSpec | None, *, anthropic: bool,
+                aliases: Mapping[str, str] | None = None) -> None:
+    """Scripted usage wins, in the API's own keys (``ANTHROPIC_USAGE_KEYS`` or the others), or under its name in
+    this API (``aliases``) unless that is scripted too; a scripted nested dict updates the computed one key by key."""
+    scripted = scripted or {}
+    for key, value in scripted.items():
+        name = key if (key in ANTHROPIC_USAGE_KEYS) == anthropic else (aliases or {}).get(key)
+        if name is None or (name != key and name in scripted):
             continue
+        computed = usage.get(name)
         if isinstance(value, Mapping):
-            usage[key] = {**(usage.get(key) or {}), **value}
-        else:
-            usage[key] = value
+            value = {**(computed if isinstance(computed, Mapping) else {}), **value}
+        usage[name] = value
+
+
+def cap_output(usage: dict[str, Any], key: str, limit: int | None) -> bool:
+    """Cap the output tokens at the request's limit (None: no limit); whether they were over it."""
+    if limit is None or usage[key] <= limit:
+        return False
+    usage[key] = limit
+    return True
 
 
 def completion(step: Reply, body: Body, n: int, *, prompt_tokens: int, cached_tokens: int | None) -> Body:
@@ -116,20 +136,17 @@ def completion(step: Reply, body: Body, n: int, *, prompt_tokens: int, cached_to
         fn = {"name": c.name, "arguments": c.arguments}
         calls.append({"id": c.id or f"call_{n}_{i}", "type": "function", "function": fn})
     content = step.text if step.text is not None else (None if calls else "")
-    produced = len(content or "") + sum(len(c.name) + len(c.arguments) for c in step.tool_calls)
-    reasoning = math.ceil(len(step.reasoning) / 4) if step.reasoning else 0
-    completion_tokens = max(1, math.ceil(produced / 4) + reasoning)
+    completion_tokens, reasoning = output_tokens(step)
     usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
     if cached_tokens is not None:
         usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
     if step.reasoning is not None:
         usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
-    merge_usage(usage, step.usage, ANTHROPIC_USAGE_KEYS)
+    merge_usage(usage, step.usage, anthropic=False)
     finish = step.finish_reason or ("tool_calls" if calls else "stop")
     limit = requested_completion(body)
-    capped = limit > 0 and usage["completion_tokens"] > limit
+    capped = cap_output(usage, "completion_tokens", limit if limit > 0 else None)
     if capped:
-        usage["completion_tokens"] = limit
         finish = step.finish_reason or "length"
         details = usage.get("completion_tokens_details")
         if isinstance(details, dict) and details.get("reasoning_tokens", 0) > limit:
