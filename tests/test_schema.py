@@ -15,7 +15,7 @@ def test_schemas_validate_a_real_run(tmp_path: Path, buggy_repo: Path, server: S
     proc = run_cli(["schema"], cwd=tmp_path)
     assert proc.returncode == 0
     schemas = json.loads(proc.stdout)
-    assert set(schemas) == {"result", "session", "gates", "refine", "bench"}
+    assert set(schemas) == {"result", "session", "gates", "refine", "bench", "suite"}
     server.add(ipython("x = 1"), reply("done"))
     run = run_prime(tmp_path, buggy_repo, server, "--gate", "true")
     assert run.code == 0, run.proc.stderr

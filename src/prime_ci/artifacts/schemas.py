@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
 
 from prime_ci.bench.model import bench_schema
+from prime_ci.bench.suite import Task
 from prime_ci.engine.stops import StopReason
 from prime_ci.gates.runner import GateSpec
 from prime_ci.harness.refine import plan_schema
@@ -301,4 +302,5 @@ def schemas() -> dict[str, Any]:
         "gates": GateFile.model_json_schema(),
         "refine": plan_schema(),
         "bench": bench_schema(),
+        "suite": Task.model_json_schema(),
     }

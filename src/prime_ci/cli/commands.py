@@ -122,9 +122,11 @@ def show(session: Path) -> int:
 
 
 @cli.command()
-@click.argument("which", type=click.Choice(["result", "session", "gates", "refine", "bench", "all"]), default="all")
+@click.argument("which", default="all",
+                type=click.Choice(["result", "session", "gates", "refine", "bench", "suite", "all"]))
 def schema(which: str) -> int:
-    """Print the JSON Schema of result.json, session entries, gate files, refine plans and bench.json."""
+    """Print the JSON Schema of result.json, session entries, gate files, refine plans, bench.json and a bench
+    suite's task (a TOML [[task]] table or a JSONL line)."""
     from prime_ci.artifacts.schemas import schemas
 
     all_schemas = schemas()
