@@ -58,3 +58,26 @@ def test_signal_stops_cleanly(phase: str, sig: int, code: int, tmp_path: Path, b
     last = json.loads((out / "session.jsonl").read_text().splitlines()[-1])
     assert last["customType"] == "prime_ci.stop" and last["data"]["stop_reason"] == "interrupted"
     wait_until(lambda: not live_processes_with(f"sleep\0{marker}"), timeout=30, what="no sleep left running")
+
+
+def test_sigterm_while_cloning_removes_the_clone_and_exits_130(tmp_path: Path, buggy_repo: Path) -> None:
+    """Before the run's event loop exists (the clone), SIGTERM unwinds like Ctrl-C: no worktree is left."""
+    real = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    marker = tmp_path / "cloning"
+    (bin_dir / "git").write_text(  # a slow clone: long enough to be interrupted in it
+        f'#!/bin/sh\ncase " $* " in *" clone "*) touch {marker}; sleep 60;; esac\nexec {real} "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_CI_")}
+    env.update(PATH=f"{bin_dir}:{os.path.dirname(PRIME_CI)}:{env.get('PATH', '')}", TMPDIR=str(scratch))
+    proc = subprocess.Popen([PRIME_CI, "run", str(buggy_repo), "--task", "t", "--model", "openai/x", "--api-base",
+                             "http://127.0.0.1:9/v1", "--out", str(tmp_path / "out")], env=env,
+                            stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wait_until(marker.exists, timeout=60, what="the clone to start")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 130, proc.stderr.read() if proc.stderr else ""
+    assert not list(scratch.glob("prime-ci-wt-*")), "the interrupted clone was left behind"
+    assert not live_processes_with(str(marker))

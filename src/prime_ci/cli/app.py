@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import signal
 import sys
 from typing import Any
 
@@ -35,7 +36,9 @@ def say(text: str) -> None:
 
 
 def host_setup() -> None:
-    """Secrets to mask in every artifact; adopt orphans (setsid escapees) so they can be reaped."""
+    """Secrets to mask in every artifact; adopt orphans (setsid escapees) so they can be reaped; SIGTERM
+    before the event loop takes it over (cloning, preparing) unwinds like Ctrl-C: the temp worktree is removed,
+    exit 130, instead of dying with a clone left behind (a CI cancel, a bench stopping its runs)."""
     from prime_ci.isolation import redact
     from prime_ci.isolation.procs import enable_subreaper
     from prime_ci.isolation.sandbox import make_undumpable
@@ -43,6 +46,11 @@ def host_setup() -> None:
     redact.register_environment()
     enable_subreaper()
     make_undumpable()
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def print_outcome(result: dict[str, Any], as_json: bool) -> int:
