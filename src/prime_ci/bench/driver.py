@@ -11,6 +11,7 @@ import json
 import shutil
 import signal
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -196,6 +197,7 @@ class Driver:
             await asyncio.to_thread(shutil.copytree, job.harness.path, copy, symlinks=True)
         log = job.log(out)
         log.parent.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
         with open(log, "wb") as sink:
             proc = await asyncio.create_subprocess_exec(
                 *self.plan.argv(job, copy), stdin=asyncio.subprocess.DEVNULL, stdout=sink, stderr=sink,
@@ -205,11 +207,12 @@ class Driver:
             code = await proc.wait()
         finally:
             self.procs.discard(proc)
+        process_s = round(time.monotonic() - started, 3)
         if copy is not None:
             shutil.rmtree(copy, ignore_errors=True)
         if self.stopping:
             return None
-        result = await self._verdict(job, run_dir, code, log)
+        result = (await self._verdict(job, run_dir, code, log)).model_copy(update={"process_s": process_s})
         durable.write_json(job.record(out), result.model_dump(mode="json"))
         return result
 

@@ -42,6 +42,8 @@ class TaskResult(BaseModel):
     total_tokens: int
     turns: int
     wall_s: float = Field(description="the run's wall clock (result.json)")
+    process_s: float | None = Field(None, description="the run's process from start to exit as the bench saw it "
+                                    "(interpreter start and clone included)")
     time_to_green_s: float | None = Field(description="seconds from the run's start to its first passing gate "
                                           "round; null when the gates never passed")
     run_dir: str = Field(description="the run's artifacts, relative to bench.json's directory")
