@@ -224,7 +224,8 @@ def _tasks(report: BenchReport) -> list[str]:
     with_repeat = report.repeat > 1 or any(t.repeat > 0 for t in report.tasks)
     head = ["task", "harness", *(["repeat"] if with_repeat else []), "solved", "stop reason", "cost", "tokens",
             "turns", "wall", "time-to-green", "run"]
-    lines = [f"<details><summary>Per-task results ({len(report.tasks)} runs)</summary>", "",
+    runs = f"{len(report.tasks)} run{'' if len(report.tasks) == 1 else 's'}"
+    lines = [f"<details><summary>Per-task results ({runs})</summary>", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for t in _ordered(report.tasks, [s.harness for s in report.harnesses]):
         reason = _code(t.stop_reason)
