@@ -25,6 +25,10 @@ BUGGY = {
     "test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
     ".gitignore": "__pycache__/\n.pytest_cache/\n.prime-ci/\n",
 }
+# A cell (or helper process) standing for work that never ends: it blocks until it is interrupted or killed, so
+# no duration can run out first on a slow machine (a lock wait is interruptible by signals on POSIX).
+HANG = "import threading\nthreading.Event().wait()"
+
 FIX = (
     "from pathlib import Path\n"
     "p = Path('calc.py')\n"

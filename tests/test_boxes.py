@@ -6,10 +6,9 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 
+from conftest import wait_until
 from prime_ci.isolation import cgroups
 from prime_ci.isolation.box import RUN_VAR, Box, run_needle, run_of
 from prime_ci.isolation.cgroups import Hierarchy, writable_limits
@@ -69,24 +68,17 @@ def test_the_needle_names_the_run_its_boxes_belong_to() -> None:
     assert run_of({}) == ""
 
 
-def _wait(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 30
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
-
-
 def test_a_sweep_finds_the_runs_processes_even_without_its_variable(tmp_path: Path) -> None:
     """One process keeps the run's variable, one drops it (``env -i``): the second is found by its box (cgroup
     and rlimit marker), which only works if the box was made for the run the needle names."""
     marker = secrets.token_hex(8)
     env = {"PATH": os.environ["PATH"], RUN_VAR: marker}
     box = Box.create(Limits(), run=run_of(env), name="test")
-    procs = [subprocess.Popen([*box.launcher(), *argv, "sleep", "60"], env=env, start_new_session=True)
+    procs = [subprocess.Popen([*box.launcher(), *argv, "sleep", "infinity"], env=env, start_new_session=True)
              for argv in ([], ["env", "-i"])]
     try:
-        _wait(lambda: all(Path(f"/proc/{p.pid}/cmdline").read_bytes().startswith(b"sleep") for p in procs),
-              "both processes run sleep")
+        wait_until(lambda: all(Path(f"/proc/{p.pid}/cmdline").read_bytes().startswith(b"sleep") for p in procs),
+                   timeout=30, what="both processes run sleep")
         assert run_needle(marker) not in Path(f"/proc/{procs[1].pid}/environ").read_bytes()
         assert sweep(run_needle(marker)) == 2
         for p in procs:

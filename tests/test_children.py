@@ -7,7 +7,7 @@ import os
 import re
 from pathlib import Path
 
-from conftest import run_prime, wait_until
+from conftest import HANG, run_prime, wait_until
 from prime_ci.testing import ScriptedServer, contains, ipython, reply
 
 # In a sandbox every kernel is pid 2 of its own PID namespace: identify a kernel by (namespace, pid).
@@ -130,7 +130,7 @@ def test_limits_are_clear_errors_in_the_cell(tmp_path: Path, buggy_repo: Path, s
 def test_killed_child_gives_failure_notice_and_no_survivors(
     tmp_path: Path, buggy_repo: Path, server: ScriptedServer
 ) -> None:
-    server.route(contains("victim task"), [ipython(PIDS + "\nimport time\ntime.sleep(600)")])
+    server.route(contains("victim task"), [ipython(PIDS + "\n" + HANG)])
     # the root's second cell waits (on the condition, in the kernel) until the killed child is no longer running
     server.add(ipython("await rlm('victim task', name='victim')"),
                ipython("import asyncio\nwhile any(c['status'] == 'running' for c in await rlm.list_subagents()):\n"
@@ -186,11 +186,20 @@ def _cmd_has(proc: Path, needle: str) -> bool:
         return False
 
 
+BARRIER = (
+    "import os, pathlib, time\nhome = pathlib.Path(os.environ['HOME'])\n(home / '{name}.wrote').touch()\n"
+    "deadline = time.monotonic() + 120\n"
+    "while not all((home / f'{{n}}.wrote').exists() for n in ('left', 'right')):\n"
+    "    assert time.monotonic() < deadline, 'the sibling never wrote'\n    time.sleep(0.02)\n"
+)
+
+
 def test_isolated_worktrees_do_not_clobber(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:
     for name in ("left", "right"):
         server.route(contains(f"write as {name}"), [
-            ipython(f"open('calc.py', 'w').write('# written by {name}\\n')\nimport time; time.sleep(1)\n"
-                    "print(open('calc.py').read())"),
+            # both write before either reads back (a barrier in the shared HOME): shared worktrees would clobber
+            ipython(f"open('calc.py', 'w').write('# written by {name}\\n')\n" + BARRIER.format(name=name)
+                    + "print(open('calc.py').read())"),
             ipython(f"print(await agent_message.send('{name} wrote', receiver_role='parent'))"),
             reply("done"),
         ])

@@ -248,7 +248,9 @@ def test_timeout_kills_a_gate_that_traps_term(tmp_path: Path, env: dict[str, str
 
 def test_escaped_setsid_processes_are_killed(tmp_path: Path, env: dict[str, str]) -> None:
     marker = f"prime-ci-test-{uuid.uuid4().hex}"
-    spec = GateSpec(name="escape", command=f"setsid bash -c 'sleep 1000; :' {marker} & sleep 0.2; echo done")
+    # the gate ends once its escapee is up (it says so in a file), not after a guessed delay
+    spec = GateSpec(name="escape", command=f"setsid bash -c 'touch up; sleep 1000; :' {marker} & "
+                    "until [ -e up ]; do sleep 0.02; done; echo done")
     result = run(spec, tmp_path, env, tmp_path / "logs")
     assert result.passed and "done" in result.output
     assert result.duration_s < 1000 / 10, "the gate waited for its escaped background process"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import run_prime
+from conftest import HANG, run_prime
 from prime_ci.testing import ScriptedServer, ipython, reply
 
 
@@ -37,9 +37,9 @@ def test_restart_limit_ends_the_run_cleanly(tmp_path: Path, buggy_repo: Path, se
 def test_cell_timeout_interrupts_then_restarts_a_wedged_kernel(
     tmp_path: Path, buggy_repo: Path, server: ScriptedServer
 ) -> None:
-    wedge = ("import time\nwhile True:\n    try:\n        time.sleep(0.05)\n"
+    wedge = ("import threading\nwhile True:\n    try:\n        threading.Event().wait()\n"
              "    except KeyboardInterrupt:\n        pass")
-    server.add(ipython("kept = 'yes'"), ipython("import time\ntime.sleep(60)"), ipython("print('KEPT', kept)"),
+    server.add(ipython("kept = 'yes'"), ipython(HANG), ipython("print('KEPT', kept)"),
                ipython(wedge), ipython("print('AFTER', kept)"), reply("done"))
     run = run_prime(tmp_path, buggy_repo, server, "--cell-timeout", "2s")
     assert run.code == 0, run.proc.stderr

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Outcome, load_factor, run_prime
+from conftest import HANG, Outcome, load_factor, run_prime
 from prime_ci.testing import ScriptedServer, error, ipython, reply
 
 CANARY = "sk-test-canary"  # the OPENAI_API_KEY run_prime gives prime-ci
@@ -156,7 +156,7 @@ def test_max_tokens_overshoot_is_bounded_when_the_provider_counts_more(tmp_path:
 
 
 def test_max_wall_interrupts_a_sleeping_cell(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:
-    server.add(ipython("import time; time.sleep(600)"))
+    server.add(ipython(HANG))
     run = run_prime(tmp_path, buggy_repo, server, "--max-wall", "15s", "--cell-timeout", "10m",
                     "--gate", "python -m pytest -q", timeout=240)  # generous: only a hang reaches it
     assert_stopped(run, 3, "max_wall")

@@ -324,9 +324,9 @@ def test_d5_deleted_middle_line_is_a_gap(tmp_path: Path) -> None:
     assert read_session(path, strict=True).entries[-1]["data"]["gaps"] == [[4, 6]]
 
 
-OWNER = "import sys, time; from pathlib import Path; from prime_ci.session.log import SessionLog; " \
+OWNER = "import sys, threading; from pathlib import Path; from prime_ci.session.log import SessionLog; " \
         "log = SessionLog.create(Path(sys.argv[1]), cwd='/'); log.custom('x', {}); print('ready', flush=True); " \
-        "time.sleep(120)"  # fmt: skip
+        "threading.Event().wait()"  # fmt: skip
 
 
 def test_d6_second_writer_is_refused_until_the_owner_dies(tmp_path: Path) -> None:
@@ -362,9 +362,9 @@ def test_d6_stale_lock_files_do_not_block(tmp_path: Path) -> None:
     lock.write_text(json.dumps({**reused, "host": os.uname().nodename}))
     SessionLog.open_for_append(path).close()
     # the lock is held by a live process whose record names a dead pid (e.g. it inherited the descriptor)
-    holder = "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_EX); " \
-             "os.ftruncate(fd, 0); os.write(fd, sys.argv[2].encode()); print('ready', flush=True); " \
-             "time.sleep(120)"  # fmt: skip
+    holder = "import fcntl, os, sys, threading; fd = os.open(sys.argv[1], os.O_RDWR); " \
+             "fcntl.flock(fd, fcntl.LOCK_EX); os.ftruncate(fd, 0); os.write(fd, sys.argv[2].encode()); " \
+             "print('ready', flush=True); threading.Event().wait()"  # fmt: skip
     stale = json.dumps({"pid": int(dead.stdout), "start_time": "1", "host": os.uname().nodename})
     proc = subprocess.Popen([sys.executable, "-c", holder, str(lock), stale], stdout=subprocess.PIPE)
     try:

@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from conftest import PRIME_CI, run_cli, run_prime, wait_until
+from conftest import HANG, PRIME_CI, run_cli, run_prime, wait_until
 from prime_ci.engine.resume import rebuild
 from prime_ci.session.log import read_session
 from prime_ci.testing import ScriptedServer, Step, contains, ipython, reply
@@ -168,7 +168,7 @@ def test_compacted_then_killed_and_resumed_session_is_the_conversation_prime_age
         ipython("marker = 'kept'"),
         ipython("print(await compact.run(focus='the marker'))"),  # on demand: the kept part is empty
         *fillers[:9],  # over the threshold of the small window: compactions that keep recent turns
-        ipython("import time\ntime.sleep(600)"),  # killed in this cell: its call has no result in the log
+        ipython(HANG),  # killed in this cell: its call has no result in the log
         *fillers[9:],
         ipython("print('MARKER', marker)"),
         reply("done"),
@@ -177,7 +177,7 @@ def test_compacted_then_killed_and_resumed_session_is_the_conversation_prime_age
         srv.route(contains(SUMMARIZER), [reply(f"## Goal\nsummary {n}\n## Next Steps\ncontinue") for n in range(20)])
         proc = start(buggy_repo, out, srv.url, "--context-window", "6000")
         wait_until(lambda: (out / "session.jsonl").exists() and any(
-            "time.sleep(600)" in json.dumps(e.get("message", {})) for e in session(out / "session.jsonl")),
+            "threading.Event().wait()" in json.dumps(e.get("message", {})) for e in session(out / "session.jsonl")),
             timeout=180, what="the sleeping cell")
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -67,7 +68,8 @@ def test_sigterm_while_cloning_removes_the_clone_and_exits_130(tmp_path: Path, b
     bin_dir.mkdir()
     marker = tmp_path / "cloning"
     (bin_dir / "git").write_text(  # a slow clone: long enough to be interrupted in it
-        f'#!/bin/sh\ncase " $* " in *" clone "*) touch {marker}; sleep 60;; esac\nexec {real} "$@"\n')
+        f'#!/bin/sh\ncase " $* " in *" clone "*) touch {marker}\n  exec {sys.executable} -c "import threading; '
+        f'threading.Event().wait()" {marker};; esac\nexec {real} "$@"\n')
     (bin_dir / "git").chmod(0o755)
     scratch = tmp_path / "tmp"
     scratch.mkdir()
@@ -76,8 +78,12 @@ def test_sigterm_while_cloning_removes_the_clone_and_exits_130(tmp_path: Path, b
     proc = subprocess.Popen([PRIME_CI, "run", str(buggy_repo), "--task", "t", "--model", "openai/x", "--api-base",
                              "http://127.0.0.1:9/v1", "--out", str(tmp_path / "out")], env=env,
                             stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    wait_until(marker.exists, timeout=60, what="the clone to start")
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 130, proc.stderr.read() if proc.stderr else ""
-    assert not list(scratch.glob("prime-ci-wt-*")), "the interrupted clone was left behind"
-    assert not live_processes_with(str(marker))
+    try:
+        wait_until(marker.exists, timeout=60, what="the clone to start")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 130, proc.stderr.read() if proc.stderr else ""
+        assert not list(scratch.glob("prime-ci-wt-*")), "the interrupted clone was left behind"
+        assert not live_processes_with(str(marker)), "the clone outlived the run"
+    finally:
+        for pid in live_processes_with(str(marker)):  # only when the test failed: nothing may outlive it
+            os.kill(pid, signal.SIGKILL)
