@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prime_ci.isolation.worktree import IDENTITY
+from prime_ci.bench.prepare import FIXED  # the bench's base commits: the same tree gives the same commit
+from prime_ci.isolation.worktree import IDENTITY, commit_directory
 from prime_ci.testing import ScriptedServer, Step, ipython, reply
 
 BUNDLE = Path(__file__).resolve().parents[1] / "src" / "prime_ci" / "bench_demo"
@@ -39,10 +40,6 @@ SUITE = BUNDLE / "suite.toml"
 HARNESSES = ("base", "refined")
 MODEL = "openai/recorded-demo"
 PRICES = "3,15,0.3"
-# the base commit is made as the bench makes it (prime_ci.bench.prepare): the same tree gives the same commit
-FIXED = {"GIT_AUTHOR_NAME": "prime-ci bench", "GIT_AUTHOR_EMAIL": "bench@prime-ci",
-         "GIT_COMMITTER_NAME": "prime-ci bench", "GIT_COMMITTER_EMAIL": "bench@prime-ci",
-         "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
 PYTEST = "!python -m pytest -q -p no:cacheprovider"
 
 
@@ -362,14 +359,8 @@ def git(args: Sequence[str], cwd: Path) -> str:
 
 
 def make_repo(src: Path, dest: Path) -> str:
-    """A git repository of the bundled plain directory (`gitignore` stored without its dot); its commit."""
-    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
-    if (dest / "gitignore").exists():
-        (dest / "gitignore").rename(dest / ".gitignore")
-    git(["init", "--quiet", "--initial-branch=main"], dest)
-    git(["add", "-A"], dest)
-    git(["commit", "--quiet", "-m", f"{src.name}: bench base"], dest)
-    return git(["rev-parse", "HEAD"], dest)
+    """The bench's own git repository of the bundled plain directory (the same commit the bench makes); its commit."""
+    return commit_directory(src, dest, f"{src.name}: bench base", env=FIXED)
 
 
 def run_flags(task: dict[str, Any]) -> list[str]:

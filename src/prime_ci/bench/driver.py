@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import functools
 import hashlib
 import json
 import shutil
@@ -88,6 +89,16 @@ class Plan:
         return [Job(i, t, h, k, seed_of(t.id, k), t.id if self.repeat == 1 else f"{t.id}.r{k}")
                 for i, t in tasks for k in range(self.repeat) for h in self.harnesses]
 
+    def task_of(self, job: Job) -> Task:
+        """The job's task as it runs: --python for a task that names no interpreter."""
+        if job.task.python is None and self.python is not None:
+            return job.task.model_copy(update={"python": self.python})
+        return job.task
+
+    def repo_of(self, task: Task) -> tuple[str, str | None]:
+        """Where a task runs: its repository and ref, or the git repository made of its plain directory."""
+        return self.repos.get(task.id, (task.repo, task.ref))
+
     def model_for(self, job: Job) -> str:
         if self.model:
             return self.model
@@ -103,20 +114,19 @@ class Plan:
         return bool(jobs) and all(self.model_for(j).startswith("replay:") for j in jobs)
 
     def argv(self, job: Job, harness_copy: Path | None) -> list[str]:
-        t = job.task
-        repo, ref = self.repos.get(t.id, (t.repo, t.ref))
+        t = self.task_of(job)
+        repo, ref = self.repo_of(t)
+        model = self.model_for(job)
         argv = [sys.executable, "-m", "prime_ci", "run", repo, "--out", str(job.run_dir(self.out)),
-                "--model", self.model_for(job), "--seed", str(job.seed), "--sandbox", self.sandbox]
+                "--model", model, "--seed", str(job.seed), "--sandbox", self.sandbox]
         if ref:
             argv += ["--ref", ref]
         if t.task_file:
             argv += ["--task-file", t.task_file]
         else:
             argv += ["--task", t.text()]
-        if self.api_base and not self.model_for(job).startswith("replay:"):
+        if self.api_base and not model.startswith("replay:"):
             argv += ["--api-base", self.api_base]
-        if t.python is None and self.python is not None:
-            t = t.model_copy(update={"python": self.python})
         for flag, values in (("--gate", t.gates), ("--gates-file", t.gates_file), ("--setup", t.setup)):
             for value in values:
                 argv += [flag, value]
@@ -148,13 +158,17 @@ class Driver:
     procs: set[asyncio.subprocess.Process] = field(default_factory=set)
     stopping: bool = False
 
-    async def run(self) -> list[TaskResult]:
-        """Every job of the plan; finished ones (a record exists) are read, not rerun."""
-        all_jobs = self.plan.jobs()
-        done = {j.key + "@" + j.harness.label: r for j in all_jobs
+    @functools.cached_property
+    def finished(self) -> dict[tuple[str, str], TaskResult]:
+        """The jobs (key, harness) an earlier bench into this OUT finished (a final record), read once."""
+        return {(j.key, j.harness.label): r for j in self.plan.jobs()
                 if (r := load_record(j.record(self.plan.out))) is not None and final(r, j.task)}
-        todo = [j for j in all_jobs if j.key + "@" + j.harness.label not in done]
-        results = list(done.values())
+
+    async def run(self) -> list[TaskResult]:
+        """Every job of the plan; finished ones are read, not rerun."""
+        all_jobs = self.plan.jobs()
+        todo = [j for j in all_jobs if (j.key, j.harness.label) not in self.finished]
+        results = list(self.finished.values())
         gate = asyncio.Semaphore(self.jobs)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -218,8 +232,7 @@ class Driver:
 
     async def _verdict(self, job: Job, run_dir: Path, code: int, log: Path) -> TaskResult:
         rel = str(run_dir.relative_to(self.plan.out))
-        task = job.task if job.task.python is not None or self.plan.python is None else job.task.model_copy(
-            update={"python": self.plan.python})
+        task = self.plan.task_of(job)
         ids: dict[str, Any] = {"id": task.id, "index": job.index, "fingerprint": job.task.fingerprint(),
                                "harness": job.harness.label, "repeat": job.repeat, "seed": job.seed}
         try:
@@ -231,7 +244,7 @@ class Driver:
                               f"{_last_error(log)}; see {log.relative_to(self.plan.out)}")
         hidden: HiddenCheck | None = None
         if task.hidden_tests() and int(result.get("exit_code", -1)) == 0:
-            hidden = await hidden_check(task, self._source(job),
+            hidden = await hidden_check(task, self.plan.repo_of(task)[0],
                                         str(result["base_commit"]), run_dir, self.plan.out,
                                         Standalone(sandbox=self.plan.sandbox))
         usage = result.get("usage") or {}
@@ -247,9 +260,6 @@ class Driver:
             total_tokens=int(usage.get("total_tokens") or 0), turns=int(usage.get("turns") or 0),
             wall_s=float(result.get("wall_s") or 0.0), time_to_green_s=result.get("time_to_green_s"), run_dir=rel,
             gates_passed=gates_passed(result), hidden=hidden, detail=detail)
-
-    def _source(self, job: Job) -> str:
-        return self.plan.repos.get(job.task.id, (job.task.repo, None))[0]
 
 
 def _last_error(log: Path) -> str:

@@ -15,7 +15,7 @@ from prime_ci.bench.driver import HarnessState, Plan
 from prime_ci.errors import ConfigError
 from prime_ci.harness.branch import git_dir_of, load_branch
 from prime_ci.harness.store import HarnessError
-from prime_ci.isolation.worktree import IDENTITY, git, is_url
+from prime_ci.isolation.worktree import commit_directory, is_url
 
 HARNESS_ENTRIES = ("prompts", "memories", "skills", "subagents", "history.jsonl")
 # a fixed author, committer and date: the same directory is the same base commit in every shard
@@ -92,12 +92,7 @@ def _commit_directory(src: Path, parent: Path) -> Path:
         return dest
     tmp = parent / f".{dest.name}.new"
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(src, tmp, symlinks=True)
-    if (tmp / "gitignore").is_file() and not (tmp / ".gitignore").exists():
-        (tmp / "gitignore").rename(tmp / ".gitignore")  # package data cannot ship a dotfile reliably
-    git(["init", "--quiet", "--initial-branch=main"], cwd=tmp)
-    git(["add", "-A"], cwd=tmp)
-    git([*IDENTITY, "commit", "--quiet", "-m", f"{src.name}: bench base"], cwd=tmp, env=FIXED)
+    commit_directory(src, tmp, f"{src.name}: bench base", env=FIXED)
     tmp.rename(dest)
     return dest
 

@@ -11,13 +11,16 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
 
 from prime_ci.cli.app import POS, cli, console, host_setup, say
 from prime_ci.errors import ConfigError
+
+if TYPE_CHECKING:
+    from prime_ci.bench.model import BenchReport
 
 SHARD = re.compile(r"^(\d+)/(\d+)$")
 
@@ -80,18 +83,20 @@ def bench(args: tuple[str, ...], demo: bool, merge: bool, harnesses: tuple[str, 
         return _finish(result, out, json_output)
     if demo == bool(args) or len(args) > 1:
         raise click.UsageError("give one SUITE file, or --demo")
-    code = run_bench(Path(args[0]) if args else None, list(harnesses), harness_repo, model, api_base, jobs, repeat,
+    report = run_bench(Path(args[0]) if args else None, list(harnesses), harness_repo, model, api_base, jobs, repeat,
                      shard, mirror, sandbox, out, limits, attach_to, python)
-    return code if code else _finish(reports.read(out.resolve()), out, json_output)
+    return 130 if report is None else _finish(report, out, json_output)
 
 
 def run_bench(suite_path: Path | None, harnesses: list[str], harness_repo: Path, model: str | None,
               api_base: str | None, jobs: int, repeat: int, shard: tuple[int, int] | None, mirror: Path | None,
-              sandbox: str, out: Path, limits: Any, attach_to: Path | None = None, python: str | None = None) -> int:
-    """A bench to its report (OUT/bench.json, bench.md); 130 when interrupted, else 0 (thresholds: the caller)."""
+              sandbox: str, out: Path, limits: Any, attach_to: Path | None = None,
+              python: str | None = None) -> BenchReport | None:
+    """A bench to its report (OUT/bench.json, bench.md, and the report returned); None when it was interrupted.
+    Thresholds are the caller's to act on."""
     from prime_ci.bench import prepare
     from prime_ci.bench import report as reports
-    from prime_ci.bench.driver import RETRY, Driver, Interrupted, Plan, final, load_record
+    from prime_ci.bench.driver import RETRY, Driver, Interrupted, Plan
     from prime_ci.bench.model import SuiteInfo
     from prime_ci.bench.suite import load_suite
     from prime_ci.model.credentials import model_problem
@@ -117,7 +122,8 @@ def run_bench(suite_path: Path | None, harnesses: list[str], harness_repo: Path,
     prepare.check_state(plan)
     recorded = plan.recorded()  # also: every job has a model, before anything runs
     prepare.materialize(plan)
-    earlier = sum(1 for j in jobs_all if (r := load_record(j.record(out))) is not None and final(r, j.task))
+    driver = Driver(plan, jobs, lambda *_: None)
+    earlier = len(driver.finished)
     tasks = len(jobs_all) // (len(plan.harnesses) * repeat)
     say(f"bench {escape(suite.name)}: {_n(len(jobs_all), 'run')} ({_n(tasks, 'task')}"
         f"{f' of shard {shard[0]}/{shard[1]}' if shard else ''} x {_n(len(plan.harnesses), 'harness state')} x "
@@ -126,11 +132,12 @@ def run_bench(suite_path: Path | None, harnesses: list[str], harness_repo: Path,
         say("model: recorded sessions (replay) - the numbers show the machinery, not a model's ability")
     try:
         with _bar(len(jobs_all)) as progress:
-            results = asyncio.run(Driver(plan, jobs, progress).run())
+            driver.progress = progress
+            results = asyncio.run(driver.run())
     except Interrupted as exc:
         prepare.add_wall(out, time.monotonic() - started)
         say(f"interrupted: {exc}; run the same command again to finish them")
-        return 130
+        return None
     unjudged = [r for r in results if r.stop_reason in RETRY or (r.hidden is not None and r.hidden.error)]
     if unjudged:
         why = ", ".join(sorted({r.stop_reason if r.stop_reason in RETRY else "hidden tests could not run"
@@ -143,7 +150,7 @@ def run_bench(suite_path: Path | None, harnesses: list[str], harness_repo: Path,
         shard=f"{shard[0]}/{shard[1]}" if shard else None, wall_s=prepare.add_wall(out, time.monotonic() - started),
         limits=limits)
     reports.write(report, out, attach_to)
-    return 0
+    return report
 
 
 def _n(count: int, noun: str) -> str:

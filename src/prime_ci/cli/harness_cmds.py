@@ -156,11 +156,12 @@ def refine_cmd(session: Path, harness_dir: Path, model: str | None, api_base: st
     task_model = None if model.startswith("replay:") else model
     say(f"bench: the harness before {cs.id} against after it, on {escape(str(bench_suite))}")
     try:
-        return run_bench(bench_suite, [str(before), str(harness_dir)], Path("."), task_model, api_base, jobs=2,
-                         repeat=1, shard=None, mirror=None, sandbox="auto", out=bench_out, limits=Thresholds(),
-                         attach_to=propose_to)
+        report = run_bench(bench_suite, [str(before), str(harness_dir)], Path("."), task_model, api_base, jobs=2,
+                           repeat=1, shard=None, mirror=None, sandbox="auto", out=bench_out, limits=Thresholds(),
+                           attach_to=propose_to)
     finally:
         shutil.rmtree(before.parent, ignore_errors=True)
+    return 130 if report is None else 0
 
 
 def _snapshot(harness_dir: Path) -> Path:

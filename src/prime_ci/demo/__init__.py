@@ -10,7 +10,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from prime_ci.isolation.worktree import IDENTITY, git
+from prime_ci.isolation.worktree import commit_directory
 
 TASK = "The test suite of this repository fails. Find the bug in calc.py and fix it; keep the tests as they are."
 
@@ -21,11 +21,7 @@ def demo_flags(out: Path | None) -> tuple[dict[str, Any], Callable[[], None]]:
     repo = root / "calc"
     bundle = resources.files("prime_ci") / "demo"
     with resources.as_file(bundle / "repo") as src:
-        shutil.copytree(src, repo)
-    (repo / "gitignore").rename(repo / ".gitignore")
-    git(["init", "--quiet", "--initial-branch=main"], cwd=repo)
-    git(["add", "-A"], cwd=repo)
-    git([*IDENTITY, "commit", "--quiet", "-m", "calc: initial version"], cwd=repo)
+        commit_directory(src, repo, "calc: initial version")
     with resources.as_file(bundle / "session.jsonl") as session:
         shutil.copy(session, root / "session.jsonl")
     flags: dict[str, Any] = {

@@ -228,6 +228,19 @@ def create_worktree(repo: str, ref: str | None, *, parent: Path | None = None, i
                     snapshot_of=snapshot_of)
 
 
+def commit_directory(src: Path, dest: Path, message: str, *, env: dict[str, str] | None = None) -> str:
+    """A new git repository at ``dest`` holding a copy of the plain directory ``src`` (bundled package data:
+    a ``gitignore`` stands for ``.gitignore``, which packages cannot ship reliably; bytecode and pytest caches
+    stay out), committed once; its commit. ``env`` may fix the author, committer and dates."""
+    shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+    if (dest / "gitignore").is_file() and not (dest / ".gitignore").exists():
+        (dest / "gitignore").rename(dest / ".gitignore")
+    git(["init", "--quiet", "--initial-branch=main"], cwd=dest)
+    git(["add", "-A"], cwd=dest)
+    git([*IDENTITY, "commit", "--quiet", "-m", message], cwd=dest, env=env)
+    return git_text(["rev-parse", "HEAD"], cwd=dest)
+
+
 def dirty_paths(repo: Path) -> list[str]:
     """REPO's uncommitted and untracked (not ignored) paths; read-only (no index refresh is written)."""
     proc = git(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"], cwd=repo, check=False)
