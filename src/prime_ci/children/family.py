@@ -24,7 +24,7 @@ from typing import Any
 
 from prime_ci.children import TOKEN_VAR, messages
 from prime_ci.children.auth import descends_from
-from prime_ci.children.member import Member, Message
+from prime_ci.children.member import Member, Message, children_of
 from prime_ci.engine.agent import Agent
 from prime_ci.engine.budget import Budget, BudgetExhausted
 from prime_ci.engine.stops import StopReason
@@ -92,7 +92,7 @@ class Family:
         return member
 
     def children_of(self, member: Member) -> list[Member]:
-        return [m for m in self.members.values() if m.parent == member.id]
+        return children_of(self.members.values(), member)
 
     # -- spawning -------------------------------------------------------------------------------------
     async def spawn(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -272,9 +272,10 @@ class Family:
     # -- messages ---------------------------------------------------------------------------------------
     async def send(self, request: dict[str, Any]) -> Any:
         sender = self.sender(request)
-        target, relation = messages.resolve(self.members.values(), sender, request.get("receiver_role"),
+        text = messages.checked_text(request.get("text"))
+        target, relation = messages.resolve(self.members, sender, request.get("receiver_role"),
                                             request.get("receiver_name"))
-        text = messages.admit(sender, target, request.get("text"))
+        messages.admit(sender, target)
         message, receipt = messages.envelope(sender, target, relation, text)
         self._enqueue(target, message)
         if target.id == sender.parent:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,3 +54,7 @@ class Member:
     def take_attributions(self) -> list[dict[str, Any]]:
         items, self.attributions = self.attributions, []
         return items
+
+
+def children_of(members: Iterable[Member], parent: Member) -> list[Member]:
+    return [m for m in members if m.parent == parent.id]

@@ -4,31 +4,32 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Iterable
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from prime_ci.children.member import Member, Message
+from prime_ci.children.member import Member, Message, children_of
 from prime_ci.kernel.bridge import Refused
 
 MAX_MESSAGE = 16_384
 MAX_PENDING = 20
 
 
-def resolve(members: Iterable[Member], sender: Member, role: Any, name: Any) -> tuple[Member, str]:
-    """The receiver (parent, a child or a sibling of ``sender``) and how it relates to the sender."""
-    everyone = list(members)
+def resolve(members: Mapping[str, Member], sender: Member, role: Any, name: Any) -> tuple[Member, str]:
+    """The receiver (parent, a child or a sibling of ``sender``; ``members`` by id) and how it relates to the
+    sender."""
+    everyone = members.values()
     if role == "parent":
         if name is not None:
             raise Refused("agent_message: receiver_name must be omitted for the parent")
         if sender.parent is None:
             raise Refused("agent_message: the root agent has no parent")
-        return next(m for m in everyone if m.id == sender.parent), "child"
+        return members[sender.parent], "child"
     if role not in ("child", "sibling"):
         raise Refused('agent_message: receiver_role must be "parent", "child" or "sibling"')
     if not name:
         raise Refused(f"agent_message: receiver_name is required for a {role}")
-    pool = [m for m in everyone if m.parent == sender.id] if role == "child" else [
+    pool = children_of(everyone, sender) if role == "child" else [
         m for m in everyone if m.parent == sender.parent and m.id != sender.id and m.parent
     ]
     for member in pool:
@@ -39,13 +40,18 @@ def resolve(members: Iterable[Member], sender: Member, role: Any, name: Any) -> 
     raise Refused(f"agent_message: no {role} named {name!r} (reach is limited to parent, siblings, children)")
 
 
-def admit(sender: Member, target: Member, text: Any) -> str:
-    """The text, once it is a non-empty string within the size limit, the sender has a token left (3, then one
-    per second) and the target's queue has room; the token is spent only then."""
+def checked_text(text: Any) -> str:
+    """The message, once it is a non-empty string within the size limit (checked before the receiver)."""
     if not isinstance(text, str) or not text.strip():
         raise Refused("agent_message: the message must be a non-empty string")
     if len(text) > MAX_MESSAGE:
         raise Refused(f"agent_message: {len(text)} characters is over the limit of {MAX_MESSAGE}")
+    return text
+
+
+def admit(sender: Member, target: Member) -> None:
+    """Whether the sender has a token left (3, then one per second) and the target's queue has room; the token
+    is spent only then."""
     now = time.monotonic()
     sender.bucket = min(3.0, sender.bucket + (now - sender.bucket_at))
     sender.bucket_at = now
@@ -54,7 +60,6 @@ def admit(sender: Member, target: Member, text: Any) -> str:
     if len(target.inbox) >= MAX_PENDING:
         raise Refused(f"agent_message: {target.name} already has {MAX_PENDING} pending messages")
     sender.bucket -= 1.0
-    return text
 
 
 def envelope(sender: Member, target: Member, relation: str, text: str) -> tuple[Message, dict[str, Any]]:

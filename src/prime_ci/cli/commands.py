@@ -159,8 +159,7 @@ def gates(
     specs = gates_from_commands(list(gate)) + load_gate_files(list(gates_file))
     if not specs:
         raise click.UsageError("no gates: give --gate or --gates-file")
-    options = Standalone(sandbox=sandbox, python=python, sandbox_ro=list(sandbox_ro), pass_env=list(pass_env),
-                         limits=limits.resolve(None))
+    options = Standalone(sandbox=sandbox, python=python, sandbox_ro=list(sandbox_ro), pass_env=list(pass_env))
     results = asyncio.run(standalone(specs, Path.cwd(), logs.resolve(), options, say))
     for r in results:
         state = "pass" if r.passed else ("timeout" if r.timed_out else "FAIL")

@@ -6,7 +6,7 @@ worst case, makes the call under the remaining wall clock, releases the reservat
 provider reported.
 
 Token rule: the prompt is estimated with the provider's tokenizer where litellm has one for the model, else at
-``ceil(chars / 3)`` of its JSON (``model.usage.estimate_tokens``: a deliberate over-estimate), and the
+``ceil(chars / 3)`` of its JSON (``model.usage.tokens_of_chars``: a deliberate over-estimate), and the
 completion's ``max_tokens`` is clamped to what is left after that estimate and after what calls in flight hold
 (and to the context window). So the run's total can exceed ``--max-tokens`` only by how
 much the provider's prompt count exceeds the estimate for the last call:
@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from prime_ci.engine.stops import StopReason
 from prime_ci.errors import ModelError, PrimeCIError
 from prime_ci.model.providers import Model, ModelReply
-from prime_ci.model.usage import Usage, estimate_tokens, usd
+from prime_ci.model.usage import Usage, tokens_of_chars, usd
 
 MIN_COMPLETION = 16
 WARN_AT = (0.5, 0.8, 0.95)
@@ -227,8 +227,8 @@ class Budget:
         price = await self._price(model)
         if reason := self.exhausted(turn=turn):
             raise BudgetExhausted(reason, f"the {reason.value.removeprefix('max_')} budget is used up")
-        estimate = prompt_tokens if prompt_tokens is not None else estimate_tokens(
-            json.dumps(messages) + json.dumps(tools))
+        estimate = prompt_tokens if prompt_tokens is not None else tokens_of_chars(
+            len(json.dumps(messages)) + len(json.dumps(tools)))
         held = self.reserve(estimate, price, max_tokens, window)
         if isinstance(held, StopReason):
             raise BudgetExhausted(held, f"not enough {held.value.removeprefix('max_')} budget left for another call")

@@ -18,7 +18,7 @@ from typing import Any
 
 from prime_ci.engine.budget import BudgetExhausted, Meter
 from prime_ci.model.routes import Model
-from prime_ci.model.usage import estimate_tokens
+from prime_ci.model.usage import tokens_of_chars
 from prime_ci.session.log import SessionLog
 
 THRESHOLD = 0.8  # compact when the estimated prompt passes this share of the window
@@ -102,7 +102,7 @@ class Compactor:
         """(transcript chars, summary tokens) for a compaction request that fits the window with its answer:
         chars/3 over-estimates tokens, so the transcript's real size stays under what is left."""
         summary = min(SUMMARY_TOKENS, self.window // 4)
-        left = self.window - summary - estimate_tokens(INSTRUCTIONS + "x" * 200) - MARGIN_TOKENS  # and a focus
+        left = self.window - summary - tokens_of_chars(len(INSTRUCTIONS) + 200) - MARGIN_TOKENS  # and a focus
         return max(600, min(TRANSCRIPT_CHARS, left * 3)), summary
 
     def status(self, tokens: int) -> dict[str, Any]:

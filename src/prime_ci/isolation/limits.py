@@ -81,12 +81,12 @@ def parse(spec: str, what: str = ENV) -> Limits:
     return out
 
 
-def resolve(flag: str | None, environ: Mapping[str, str] | None = None) -> Limits:
+def resolve(flag: str | None) -> Limits:
     """The limits, resolved once: ``--limits`` (``flag``) over ``PRIME_CI_LIMITS`` in the host's environment
     over the defaults. A bad value is a ConfigError (exit 2) naming where it came from."""
     if flag is not None:
         return parse(flag, "--limits")
-    return parse((os.environ if environ is None else environ).get(ENV, ""))
+    return parse(os.environ.get(ENV, ""))
 
 
 @dataclass(frozen=True)

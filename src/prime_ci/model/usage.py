@@ -17,7 +17,12 @@ from typing import Any
 
 def estimate_tokens(text: str) -> int:
     """Tokens of ``text`` without a tokenizer: ``ceil(chars / 3)``."""
-    return math.ceil(len(text) / 3)
+    return tokens_of_chars(len(text))
+
+
+def tokens_of_chars(chars: int) -> int:
+    """The same estimate from a length alone (no string built just to be measured)."""
+    return math.ceil(chars / 3)
 
 
 def usd(value: float) -> str:

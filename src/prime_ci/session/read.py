@@ -128,7 +128,11 @@ class LogScan:
 
     def foreign_error(self, path: Path | str) -> ForeignSuffixError:
         start, _, entry = self.foreign[0]
-        return ForeignSuffixError(str(path), len(self.foreign), start, str(entry.get("id")))
+        return foreign_error(path, len(self.foreign), start, entry)
+
+
+def foreign_error(path: Path | str, count: int, offset: int, first: dict[str, Any]) -> ForeignSuffixError:
+    return ForeignSuffixError(str(path), count, offset, str(first.get("id")))
 
 
 def _bad_line(scan: LogScan, nul_starts: list[int], start: int, end: int, reason: str) -> None:
@@ -233,7 +237,6 @@ class SessionFile:
     foreign_offset: int | None = None  # byte offset of the first of them
     checksummed: bool = False  # prime-ci wrote the log (its header carries crc32)
     path: Path | None = None
-    scan: LogScan | None = field(default=None, repr=False, compare=False)  # what the file was read from
 
     @property
     def foreign_start(self) -> int:
@@ -242,8 +245,9 @@ class SessionFile:
 
     def check_no_foreign_suffix(self) -> None:
         """Raise ``ForeignSuffixError`` when another program continued the log after prime-ci's last record."""
-        if self.scan is not None and self.scan.foreign:
-            raise self.scan.foreign_error(str(self.path))
+        if self.foreign_suffix:
+            raise foreign_error(str(self.path), len(self.foreign_suffix), self.foreign_offset or 0,
+                                self.foreign_suffix[0])
 
     def branches(self) -> Branches:
         """The active branch and the entries off it, as indices into ``entries`` (``session.tree``)."""
@@ -303,4 +307,4 @@ def read_session(path: Path, *, strict: bool = False) -> SessionFile:
                        bad_lines=[(start, reason) for start, _, reason in scan.bad], seq_gaps=scan.open_gaps(),
                        nul_runs=scan.nul_runs, unterminated=scan.tail_entry is not None, foreign_suffix=foreign,
                        foreign_offset=scan.foreign[0][0] if scan.foreign else None, checksummed=scan.checksummed,
-                       path=path, scan=scan)  # fmt: skip
+                       path=path)  # fmt: skip
