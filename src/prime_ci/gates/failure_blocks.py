@@ -33,8 +33,13 @@ _VITEST_END = re.compile(r"\s*(?:⎯|(?:Test Files|Tests)\s+\d)")
 _GO_END = re.compile(r"(?:FAIL|ok)\b|exit status")
 _GO_FRAME = re.compile(r"\t(\S+_test\.go):(\d+)")
 _CARGO_PANIC = re.compile(r"thread '.*?'(?: \(\d+\))? panicked at (.*)$")
+UNITTEST_HEAD = re.compile(r"(FAIL|ERROR): (\S+) \(([\w.]+)\)(?: (\(.*\)))?$")
 _CARGO_WHERE = re.compile(r"(?:^|', )(\S+?):(\d+):\d+:?$")
 _CARGO_LISTED = re.compile(r" {4}(\S+)")
+_UNITTEST_RULE = re.compile(r"(?:={70}|-{70})")
+_PY_FRAME = re.compile(r'  File "(.+?)", line (\d+)(?:, in .*)?$')
+_PY_CHAIN = ("Traceback (most recent call last):", "During handling of the above exception",
+             "The above exception was the direct cause")
 _NODE_NOISE = re.compile(r"node:internal|\(node:|^\s*(?:duration_ms|failureType):|/node_modules/")
 
 
@@ -271,7 +276,43 @@ def feed_cargo_list(b: Block, s: str) -> bool:
     return not s or m is not None
 
 
+def unittest_id(name: str, where: str) -> str:
+    """The runnable dotted id from ``FAIL: name (where)``: Python 3.11+ prints ``test_x (mod.Class.test_x)``,
+    earlier ones ``test_x (mod.Class)``; class and module fixtures name their class or module, and a module
+    that failed to import is ``name (unittest.loader._FailedTest...)``."""
+    if where.startswith("unittest.loader._FailedTest"):
+        return name
+    if where.endswith("." + name) or name in ("setUpClass", "tearDownClass", "setUpModule", "tearDownModule"):
+        return where
+    return f"{where}.{name}"
+
+
+def feed_unittest(b: Block, s: str) -> bool:
+    """A ``FAIL:``/``ERROR:`` block of unittest's runner (also Django's): its traceback up to the next rule.
+
+    The message is the last exception's first line; the location the innermost frame inside the project."""
+    if _UNITTEST_RULE.fullmatch(s):
+        if b.state == "":
+            b.state = "body"  # the rule under the header
+            return True
+        return False
+    b.excerpt.add(s)
+    if s.startswith(_PY_CHAIN):
+        b.message.clear()
+        b.state = "frames"
+    elif m := _PY_FRAME.match(s):
+        path = relative(m[1], b.bases)
+        if not path.startswith("/") and "site-packages/" not in path:
+            b.where = (path, int(m[2]))
+        else:
+            b.fields["frame"] = [path, m[2]]  # the innermost frame anywhere: used when none is the project's
+    elif s and not s[0].isspace() and len(b.message) < 4:
+        b.message.append(s)
+    return True
+
+
 FEEDERS: dict[str, Callable[[Block, str], bool]] = {
     "pytest": feed_pytest, "tap": feed_tap, "spec": feed_indented, "jest": feed_indented, "vitest": feed_vitest,
     "vitest-x": feed_vitest_cross, "go": feed_go, "cargo": feed_cargo, "cargo-list": feed_cargo_list,
+    "unittest": feed_unittest,
 }

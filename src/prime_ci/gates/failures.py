@@ -1,7 +1,8 @@
 """Failing tests found in a gate's full log, whatever the runner printed it.
 
-Recognised: pytest (summary lines and the FAILURES sections), TAP (``node --test``, tape), node's spec
-reporter, jest, vitest, ``go test`` and ``cargo test``. The log is read in blocks and never held whole;
+Recognised: pytest (summary lines, subtests and the FAILURES sections, xdist or not), unittest's runner
+(``python -m unittest``, ``setup.py test``, Django's ``manage.py test``), TAP (``node --test``, tape), node's
+spec reporter, jest, vitest, ``go test`` and ``cargo test``. The log is read in blocks and never held whole;
 lines that can start nothing are skipped by one regular-expression search, and every failure keeps only a
 bounded excerpt of its details (:mod:`prime_ci.failure_blocks` reads a failure's lines).
 """
@@ -21,12 +22,14 @@ from prime_ci.gates.failure_blocks import (
     MESSAGE_LIMIT,
     PYTEST_BANNER,
     PYTEST_HEAD,
+    UNITTEST_HEAD,
     Block,
     cargo_message,
     go_log,
     headline,
     indent,
     tap_failure,
+    unittest_id,
 )
 from prime_ci.gates.junit import JUnitFailure, Kind
 from prime_ci.isolation.untrusted import strip_ansi
@@ -36,14 +39,16 @@ _LINE = 400
 _BLOCK_LINES = 2000
 _READ = 1 << 20
 _PARTIAL = 64 * 1024
+_MAX_SEEN = 100_000
 
 # Lines that may start a failure or carry context for one; everything else is skipped in bulk.
 _TRIGGER = re.compile(
-    r"^(?:(?:FAILED|ERROR) \S|=+ .+ =+$|_{3,} .+ _{3,}$|# \S|=== (?:RUN|CONT|NAME) |---- .+ stdout ----$|failures:$"
+    r"^(?:(?:FAILED|ERROR|SUBFAILED)[ (]\S|(?:FAIL|ERROR): \S|FAIL\t"
+    r"|=+ .+ =+$|_{3,} .+ _{3,}$|# \S|=== (?:RUN|CONT|NAME) |---- .+ stdout ----$|failures:$"
     r"|[ \t]{4,}\S+\.go:\d+: |[ \t]*(?:not ok\b|# Subtest: |[✖▶●×✗] |FAIL\s|--- (?:FAIL|PASS|SKIP): ))",
     re.M,
 )
-_PYTEST_SUMMARY = re.compile(r"(FAILED|ERROR) ([^\s\[]+(?:\[.*?\])?)(?: - (.*))?$")
+_PYTEST_SUMMARY = re.compile(r"(FAILED|ERROR|SUBFAILED(\(.*?\))?) ([^\s\[]+(?:\[.*?\])?)(?: - (.*))?$")
 _TAP = re.compile(r"(\s*)not ok\b(?:\s+\d+)?(?:\s+-)?\s*(.*)$")
 _TAP_DIRECTIVE = re.compile(r"(?<!\\)#\s*(?:SKIP|TODO)\b", re.I)
 _TAP_SUBTEST = re.compile(r"(\s*)# Subtest: (.*)$")
@@ -53,6 +58,8 @@ _JEST = re.compile(r"(\s*)● (.+)$")
 _VITEST_CROSS = re.compile(r"\s*[×✗] (.+?)(?: \d+(?:\.\d+)?m?s)?$")
 _GO_FAIL = re.compile(r"(\s*)--- FAIL: (\S+) \(")
 _GO_RUN = re.compile(r"=== (?:RUN|CONT|NAME)\s+(\S+)")
+_GO_PACKAGE = re.compile(r"FAIL\t(\S+)\t(?:[\d.]+s|\[)")
+_GO_MODULE = re.compile(r"^module\s+(\S+)", re.M)
 
 
 class _Scan:
@@ -63,6 +70,7 @@ class _Scan:
         self.limit = limit
         self.found: list[JUnitFailure] = []
         self.seen: set[tuple[str, str]] = set()
+        self.names: set[str] = set()
         self.block: Block | None = None
         self.tap_stack: list[str] = []
         self.tap_subtests = False
@@ -79,6 +87,10 @@ class _Scan:
         self.go_parents: list[str] = []
         self.vitest_failed = False
         self.weak: list[JUnitFailure] = []
+        self.more = 0
+        self.go_pending = 0  # failures found since the last package line of ``go test``
+        self.go_module: str | None = None
+        self.cwd = cwd
 
     @property
     def full(self) -> bool:
@@ -86,15 +98,19 @@ class _Scan:
 
     def add(self, test: str, kind: Kind, message: str, text: str = "", where: tuple[str, int] | None = None) -> None:
         key = (test, message)
-        if key in self.seen or self.full:
+        if key in self.seen or len(self.seen) >= _MAX_SEEN:
             return
         self.seen.add(key)
+        self.names.add(test)
+        if self.full:
+            self.more += 1  # named, not kept: counted so that the feedback says how many more there are
+            return
         file, line = where or (None, None)
-        self.found.append(JUnitFailure(test[:_LINE], kind, message[:MESSAGE_LIMIT], text, file, line))
+        self.found.append(JUnitFailure(test[:_LINE], kind, message[:MESSAGE_LIMIT], text, file, line or None))
 
     def feed(self, text: str) -> None:
         pos, end = 0, len(text)
-        while pos < end and not self.full:
+        while pos < end:
             if self.block is None:
                 m = _TRIGGER.search(text, pos)
                 if m is None:
@@ -117,16 +133,12 @@ class _Scan:
         self.start(s)
 
     def start(self, s: str) -> None:
-        if m := _PYTEST_SUMMARY.match(s):
-            if "::" in m[2] or m[2].endswith(".py"):
-                self.pytest_summary = True
-                node = m[2]
-                key = node.split("::", 1)[1].replace("::", ".") if "::" in node else node
-                detail = self.pytest_details.pop(key, None)  # its FAILURES section, shown earlier
-                message = (m[3] or "").strip() or (headline(detail.message) if detail else "")
-                text = detail.excerpt.text() if detail else ""
-                kind: Kind = "failure" if m[1] == "FAILED" else "error"
-                self.add(node, kind, message, text, detail.where if detail else None)
+        if m := UNITTEST_HEAD.match(s):
+            test = unittest_id(m[2], m[3])
+            self.open("unittest", test, kind="failure" if m[1] == "FAIL" else "error", state="", sub=m[4] or "")
+        elif m := _PYTEST_SUMMARY.match(s):
+            if "::" in m[3] or m[3].endswith(".py"):
+                self._pytest_summary(m[1], m[2] or "", m[3], (m[4] or "").strip())
         elif m := PYTEST_BANNER.fullmatch(s):
             self.pytest_section = m[1] in ("FAILURES", "ERRORS")
         elif self.pytest_section and (m := PYTEST_HEAD.fullmatch(s)):
@@ -160,6 +172,8 @@ class _Scan:
             name, failed = m[2].strip(), m[2].strip() != "Test suite failed to run"
             name = name if failed else self.jest_file or name
             self.open("jest", name, len(m[1]), kind="failure" if failed else "error", skip=name.startswith("Console"))
+        elif m := _GO_PACKAGE.match(s):
+            self._go_package(m[1])
         elif m := FAIL_LINE.match(s):
             if " > " in m[1] or m[1].endswith(" ]"):
                 self.vitest_failed = True
@@ -184,9 +198,23 @@ class _Scan:
         elif s == "failures:":
             self.open("cargo-list", "")
 
+    def _pytest_summary(self, word: str, sub: str, node: str, message: str) -> None:
+        """A short-summary line; its details come from the FAILURES section read before it."""
+        self.pytest_summary = True
+        key = node.split("::", 1)[1].replace("::", ".") if "::" in node else node
+        detail = self.pytest_details.pop(key, None)
+        if detail is None and sub:  # a subtest's section: ``Class.test (i='0')`` for ``SUBFAILED(i=0)``
+            name = next((k for k in self.pytest_details if k.startswith(key + " (")), None)
+            detail = self.pytest_details.pop(name) if name else None
+        if detail and (not message or message.endswith("...")):
+            message = headline(detail.message) or message  # pytest trims the summary to the terminal's width
+        message = f"{sub} {message}".strip() if sub else message
+        kind: Kind = "error" if word == "ERROR" else "failure"
+        self.add(node, kind, message, detail.excerpt.text() if detail else "", detail.where if detail else None)
+
     def open(self, fmt: str, name: str, column: int = 0, *, kind: Kind = "failure", skip: bool = False,
-             state: str = "") -> None:
-        self.block = Block(fmt, name, self.bases, column, kind, skip, state=state)
+             state: str = "", sub: str = "") -> None:
+        self.block = Block(fmt, name, self.bases, column, kind, skip, state=state, key=sub)
 
     def end(self) -> None:
         b, self.block = self.block, None
@@ -204,11 +232,18 @@ class _Scan:
             self.weak.append(JUnitFailure(b.name, "failure", headline(b.message), "", None, None))
         elif b.fmt == "cargo":
             self.add(b.name, "failure", cargo_message(b), b.excerpt.text(), b.where)
+        elif b.fmt == "unittest":
+            frame = b.fields.get("frame")
+            where = b.where or ((frame[0], int(frame[1])) if frame else None)
+            message = headline(b.message[:1]) or b.kind
+            self.add(b.name, b.kind, f"{b.key} {message}" if b.key else message, b.excerpt.text(), where)
         elif b.fmt == "cargo-list":
             for name in b.message:
-                if not any(f.test == name for f in self.found):
+                if name not in self.names:
                     self.add(name, "failure", "")
         elif b.message:
+            if b.fmt == "vitest" and b.where is None and " > " in b.name:
+                b.where = (b.name.split(" > ", 1)[0], 0)
             if b.fmt == "spec":
                 self.spec_found = True
             self.add(b.name, b.kind, headline(b.message), b.excerpt.text(), b.where)
@@ -226,13 +261,30 @@ class _Scan:
                 self.add(f.test, f.kind, f.message)
         return self.found
 
+    def _go_package(self, package: str) -> None:
+        """go prints file names relative to the package's directory: make them relative to the module's root."""
+        if self.go_module is None:
+            try:
+                text = (self.cwd / "go.mod").read_text(errors="replace") if self.cwd else ""
+            except OSError:
+                text = ""
+            self.go_module = m[1] if (m := _GO_MODULE.search(text)) else ""
+        if self.go_module and package.startswith(self.go_module + "/"):
+            folder = package.removeprefix(self.go_module + "/")
+            for f in self.found[len(self.found) - self.go_pending :]:
+                if f.file and "/" not in f.file:
+                    f.file = f"{folder}/{f.file}"
+        self.go_pending = 0
+
     def _end_go(self, b: Block) -> None:
         if not b.message:  # go test -v printed the test's log lines before its --- FAIL line
             for s in self.go_logs.pop(b.name, ()):
                 b.excerpt.add(s)
                 go_log(b, s)
         if b.message:
+            before = len(self.found)
             self.add(b.name, b.kind, headline(b.message), b.excerpt.text(), b.where)
+            self.go_pending += len(self.found) - before
         elif len(self.go_parents) < self.limit:
             self.go_parents.append(b.name)  # failed through its subtests, or without a message
 
@@ -243,14 +295,19 @@ def _decode(data: bytes) -> str:
 
 def scan_log_failures(log_path: Path, *, cwd: Path | None = None, limit: int = MAX_FAILURES) -> list[JUnitFailure]:
     """Failing tests in a log of any size, read in blocks (``cwd``: makes absolute paths relative)."""
+    return scan_log(log_path, cwd=cwd, limit=limit)[0]
+
+
+def scan_log(log_path: Path, *, cwd: Path | None = None, limit: int = MAX_FAILURES) -> tuple[list[JUnitFailure], int]:
+    """The first ``limit`` failing tests in a log, and how many more it names."""
     scan = _Scan(cwd, limit)
     try:
         handle = log_path.open("rb")
     except OSError:
-        return []
+        return [], 0
     with handle:
         rest = b""
-        while not scan.full:
+        while True:
             data = handle.read(_READ)
             if not data:
                 break
@@ -261,6 +318,6 @@ def scan_log_failures(log_path: Path, *, cwd: Path | None = None, limit: int = M
                 continue
             rest = data[cut:]
             scan.feed(_decode(data[:cut]))
-        if rest and not scan.full:
+        if rest:
             scan.feed(_decode(rest))
-    return scan.close()
+    return scan.close(), scan.more

@@ -60,6 +60,8 @@ class GateResult(Protocol):
     attempts: int
     flaky: bool
     timeout_s: float | None
+    failures_source: Literal["junit", "log"] | None
+    more_failures: int
 
     @property
     def failures(self) -> list[JUnitFailure]: ...

@@ -22,21 +22,15 @@ from typing import Any, BinaryIO, Literal
 
 from prime_ci.artifacts.durable import describe
 from prime_ci.errors import ConfigError, PersistenceError
-from prime_ci.gates.failures import scan_log_failures
+from prime_ci.gates.failures import scan_log
+from prime_ci.gates.feedback import feedback_message
 from prime_ci.gates.fingerprint import DEFAULT_EXCLUDES, workspace_fingerprint
-from prime_ci.gates.junit import (
-    JUnitFailure,
-    clip_middle,
-    failure_lines,
-    parse_junit_failures,
-    status_text,
-)
+from prime_ci.gates.junit import JUnitFailure, parse_junit_failures
 from prime_ci.gates.specs import GateSpec, gates_from_commands, load_gate_files, load_gate_files_from_ref
 from prime_ci.isolation.box import Box, run_of
 from prime_ci.isolation.limits import Events, Limits, human, reason
 from prime_ci.isolation.procs import kill_tree, send_signal
 from prime_ci.isolation.redact import StreamRedactor
-from prime_ci.isolation.untrusted import strip_ansi
 
 MARKER_VAR = "PRIME_CI_GATE_TOKEN"
 HEAD_BYTES = TAIL_BYTES = 32 * 1024
@@ -64,6 +58,7 @@ class GateResult:
     # Where ``failures`` came from: the gate's JUnit report, or its full log when the report named none
     # (``run_gate`` parses the log of every failed gate without JUnit failures; None: not parsed).
     failures_source: Literal["junit", "log"] | None = None
+    more_failures: int = 0  # failing tests the log names beyond ``failures``
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, without the output text (that is in ``log_path``)."""
@@ -81,6 +76,7 @@ class GateResult:
             "timeout_s": self.timeout_s,
             "failures": [asdict(f) for f in self.failures],
             "failures_source": self.failures_source,
+            "more_failures": self.more_failures,
         }
 
 
@@ -303,8 +299,9 @@ async def run_gate(
         except OSError as exc:
             raise PersistenceError(f"cannot keep {log_path} as an attempt log: {describe(exc)}") from exc
     source: Literal["junit", "log"] | None = "junit" if failures else None
+    more = 0
     if not passed and not failures:
-        failures, source = await asyncio.to_thread(scan_log_failures, log_path, cwd=cwd), "log"
+        (failures, more), source = await asyncio.to_thread(scan_log, log_path, cwd=cwd), "log"
     return GateResult(
         name=spec.name,
         command=spec.command,
@@ -320,6 +317,7 @@ async def run_gate(
         failures=failures,
         timeout_s=spec.timeout,
         failures_source=source,
+        more_failures=more,
     )
 
 
@@ -342,46 +340,6 @@ async def run_gates(
         specs = selected
     return [await run_gate(spec, cwd=cwd, env=env, log_dir=log_dir, launcher=launcher, limits=limits)
             for spec in specs]
-
-
-def _gate_section(result: GateResult, budget: int, log_hint: str) -> str:
-    footer = f"Full log: {log_hint}{result.name}.log (the full text is available as `gates.last` in the kernel)\n"
-    top = f"\n## gate {result.name}: {status_text(result)}\n$ {clip_middle(result.command, 300)}\n"
-    room = budget - len(top) - len(footer)
-    lines = failure_lines(result)
-    from_log = result.failures_source == "log"
-    body = ""
-    if lines:
-        label = "failing tests (from the full log):\n" if from_log else "failing tests (JUnit):\n"
-        listing = clip_middle(label + "".join(f"- {line}\n" for line in lines), max(room // 2, 0))
-        body += listing
-    if result.failures:
-        # Tests found in the log may not be the whole story: leave the output a share of the room.
-        details = room - len(body) - (room // 4 if from_log else 0)
-        per = max(details // len(result.failures[:10]) - 40, 0)
-        for f in result.failures[:10]:
-            if per > 80 and f.text.strip():
-                body += f"\n{f.test}:\n{clip_middle(strip_ansi(f.text).strip(), per)}\n"
-    if not result.failures or from_log:
-        label = "\noutput (head+tail):\n" if body else "output (head+tail):\n"
-        rest = room - len(body) - len(label)
-        if rest > 200 or not result.failures:
-            body += label + clip_middle(strip_ansi(result.output), max(rest, 0), "bytes", result.output_bytes)
-            body = body if body.endswith("\n") else body + "\n"
-    section = top + body
-    if len(section) + len(footer) > budget:
-        section = section[: max(budget - len(footer), 0)]
-    return (section + footer)[:budget]
-
-
-def feedback_message(results: list[GateResult], *, limit: int = 6000, log_hint: str = "gates/") -> str:
-    """One user message naming every failing gate, within ``limit`` chars in all."""
-    failing = [r for r in results if not r.passed]
-    if not failing:
-        return f"All {len(results)} gates passed."
-    head = f"{len(failing)} of {len(results)} gates failed: {', '.join(r.name for r in failing)}.\n"
-    budget = max(limit - len(head), 0) // len(failing)
-    return (head + "".join(_gate_section(r, budget, log_hint) for r in failing))[:limit]
 
 
 __all__ = ["DEFAULT_EXCLUDES", "MARKER_VAR", "GateResult", "GateSpec", "feedback_message", "gates_from_commands",
