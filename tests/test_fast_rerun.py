@@ -129,7 +129,8 @@ def test_fast_rerun_that_names_no_failing_test_falls_through_to_full(
         ("pytest -q tests/", "pytest -q {tests}"),
         ("python -m pytest -x -q tests/unit --lf", "python -m pytest -q {tests}"),
         ("python3 -m pytest -k 'add or sub' tests", "python3 -m pytest -k 'add or sub' {tests}"),
-        ("uv run pytest -p no:cacheprovider --maxfail 3 tests -n auto", "uv run pytest -p no:cacheprovider {tests}"),
+        ("uv run pytest -p no:cacheprovider --maxfail 3 tests -n auto",
+         "uv run pytest -p no:cacheprovider -n auto {tests}"),
         ("uv run --frozen python -m pytest tests", "uv run --frozen python -m pytest {tests}"),
         (".venv/bin/python -m pytest -xvs tests", ".venv/bin/python -m pytest -vs {tests}"),
         ("FOO='a b' pytest --tb=short --sw", "FOO='a b' pytest --tb=short {tests}"),
@@ -202,10 +203,10 @@ def test_fast_template_from_gates_file_is_planned(tmp_path: Path) -> None:
     failed = _result(tmp_path, "FAILED test_c.py::test_x - boom\nFAILED elsewhere::y - no file\n")
     planned = plan_rerun(template, failed, tmp_path)
     assert planned is not None and planned.template == "runner --only {tests}"
-    assert planned.tests == ("test_c.py::test_x", "elsewhere::y")
+    assert [t.id for t in planned.tests] == ["test_c.py::test_x", "elsewhere::y"]
     derived = plan_rerun(auto, failed, tmp_path)
     assert derived is not None and derived.template == "python -m pytest -q {tests}"
-    assert derived.tests == ("test_c.py::test_x",)
+    assert [t.id for t in derived.tests] == ["test_c.py::test_x"]
     assert plan_rerun(shell, failed, tmp_path) is None
     assert plan_rerun(auto, _result(tmp_path, "FAILED test_c.py::t - x\n", timed_out=True), tmp_path) is None
     assert plan_rerun(auto, _result(tmp_path, "no summary lines\n"), tmp_path) is None

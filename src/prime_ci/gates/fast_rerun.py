@@ -1,10 +1,12 @@
 """Fast feedback on retry rounds: rerun only the tests that failed in a gate's last full run.
 
 A gate gets a fast command from its ``fast`` template (``{tests}`` becomes the failing test ids,
-shell-quoted) or, for a plain pytest command, one derived here: the command with its positional
-arguments and cache/stop/coverage/xdist options dropped and the pytest node ids appended. Anything the
-derivation does not fully understand (shell syntax, variables, options of unknown arity) yields no fast
-command: that gate then always runs in full.
+shell-quoted) or one derived from its command: for pytest, the command with its positional arguments and
+its cache/stop-early/coverage options dropped (xdist, plugins and configuration are kept) and the node ids
+appended; for unittest, Django, node --test, jest, vitest, go test and cargo test, see
+:mod:`prime_ci.gates.rerun_commands`. Anything the derivation does not fully understand (shell syntax,
+variables, options of unknown arity) yields no fast command: that gate then always runs in full. What a
+derived command left out of the gate's is said to the model with the fast round's result.
 
 A fast run only ever shortens a round that is still failing: it counts as failing when it failed and
 still names failing tests (or timed out). A failure that names no test (a coverage threshold from the
@@ -13,21 +15,17 @@ project's addopts, a node id that no longer exists) is inconclusive and the full
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from prime_ci.gates.rerun_commands import ASSIGNMENT, PYTHON, SHELL_SPECIAL, Rerunner, Target, derive_rerunner
 from prime_ci.gates.runner import GateResult, run_gate
 from prime_ci.gates.specs import GateSpec
 from prime_ci.isolation.limits import Limits
 
 MAX_TESTS = 50
-_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
-_PYTHON = re.compile(r"^python[0-9.]*$")
-# Expansion, globbing, redirection, control operators, comments, escapes: the words are not what they seem.
-_SHELL_SPECIAL = set("$`;&|<>(){}[]*?!#~\\\n\r")
 
 _PYTHON_FLAGS = {"-u", "-B", "-E", "-s", "-I", "-P", "-O", "-OO", "-b", "-bb"}
 _PYTHON_VALUE_FLAGS = {"-X", "-W"}
@@ -44,11 +42,12 @@ _KEEP_VALUE = {
     "--log-file-date-format", "--capture", "--color", "--code-highlight", "--override-ini", "--config-file",
     "--assert", "--verbosity", "--doctest-glob", "--doctest-report", "--timeout", "--timeout-method",
     "--reruns", "--reruns-delay", "--only-rerun", "--randomly-seed", "--show-capture",
+    "-n", "--numprocesses", "--maxprocesses", "--dist", "--max-worker-restart", "--tx", "--rsyncdir",
 }
-# Options dropped with their value: stop-early, xdist workers and coverage make no sense for a few tests.
+# Options dropped with their value: stopping early and coverage thresholds make no sense for a few tests.
 _DROP_VALUE = {
-    "--maxfail", "-n", "--numprocesses", "--maxprocesses", "--dist", "--cov-report", "--cov-config",
-    "--cov-fail-under", "--cov-context", "--last-failed-no-failures", "--lfnf",
+    "--maxfail", "--cov-report", "--cov-config", "--cov-fail-under", "--cov-context", "--last-failed-no-failures",
+    "--lfnf",
 }
 # argparse ``nargs="?"``: the next word is the value unless it looks like an option.
 _DROP_OPTIONAL_VALUE = {"--cov", "--debug"}
@@ -75,24 +74,31 @@ def derive_pytest_fast(command: str) -> str | None:
 
     None when the command is anything else, or uses shell syntax or options this cannot read for sure.
     """
-    if _SHELL_SPECIAL & set(command):
+    derived = pytest_fast(command)
+    return derived[0] if derived else None
+
+
+def pytest_fast(command: str) -> tuple[str, list[str]] | None:
+    """The fast template of a pytest command and the options it leaves out."""
+    if SHELL_SPECIAL & set(command):
         return None
     try:
         words = shlex.split(command)
     except ValueError:
         return None
     prefix: list[str] = []
-    while words and (assignment := _ASSIGNMENT.match(words[0])):
+    while words and (assignment := ASSIGNMENT.match(words[0])):
         name, value = assignment.groups()
         prefix.append(f"{name}={shlex.quote(value)}")
         words = words[1:]
     launcher = _pytest_launcher(words)
     if launcher is None:
         return None
-    kept = _pytest_options(words[launcher:])
-    if kept is None:
+    read = _pytest_options(words[launcher:])
+    if read is None:
         return None
-    return " ".join([*prefix, shlex.join([*words[:launcher], *kept]), "{tests}"])
+    kept, dropped = read
+    return " ".join([*prefix, shlex.join([*words[:launcher], *kept]), "{tests}"]), dropped
 
 
 def _pytest_launcher(words: list[str]) -> int | None:
@@ -111,7 +117,7 @@ def _pytest_launcher(words: list[str]) -> int | None:
                 return None
     if i < len(words) and Path(words[i]).name in ("pytest", "py.test"):
         return i + 1
-    if i < len(words) and _PYTHON.match(Path(words[i]).name):
+    if i < len(words) and PYTHON.match(Path(words[i]).name):
         i += 1
         while i < len(words) and words[i] != "-m":
             if words[i] in _PYTHON_FLAGS:
@@ -125,9 +131,10 @@ def _pytest_launcher(words: list[str]) -> int | None:
     return None
 
 
-def _pytest_options(args: list[str]) -> list[str] | None:
-    """pytest's arguments minus positionals and the dropped options; None when unsure of any word."""
+def _pytest_options(args: list[str]) -> tuple[list[str], list[str]] | None:
+    """pytest's arguments minus positionals and the dropped options (also returned); None when unsure."""
     kept: list[str] = []
+    dropped: list[str] = []
     i = 0
     while i < len(args):
         word = args[i]
@@ -152,11 +159,13 @@ def _pytest_options(args: list[str]) -> list[str] | None:
                     kept += [word, nxt]
                     i += 1
             elif name in _DROP_VALUE:
+                dropped.append(word if inline or nxt is None else f"{word} {nxt}")
                 i += 0 if inline else 1
             elif name in _DROP_OPTIONAL_VALUE:
+                dropped.append(word if inline or not takes_next else f"{word} {nxt}")
                 i += 0 if inline or not takes_next else 1
             elif name in _DROP_FLAGS:
-                pass
+                dropped.append(word)
             elif name in _KEEP_FLAGS:
                 kept.append(word)
             elif inline or not takes_next:
@@ -169,17 +178,18 @@ def _pytest_options(args: list[str]) -> list[str] | None:
             value = [] if len(word) > 2 else [nxt]
             if None in value:
                 return None
-            if word[1] != "n":
-                kept += [word, *filter(None, value)]
+            kept += [word, *filter(None, value)]
             i += 1 + len(value)
             continue
         flags = word[1:]
         if not set(flags) <= _SHORT_FLAGS:
             return None
+        if "x" in flags:
+            dropped.append("-x")
         if flags := flags.replace("x", ""):
             kept.append("-" + flags)
         i += 1
-    return kept
+    return kept, dropped
 
 
 def render(template: str, tests: Sequence[str]) -> str:
@@ -237,35 +247,69 @@ def still_failing(result: GateResult, root: Path, *, node_ids: bool) -> bool:
 
 @dataclass(frozen=True)
 class FastRerun:
-    """One gate's fast rerun, planned from a failed full run of it."""
+    """One gate's fast rerun, planned from a failed full run of it.
+
+    ``template``: the gate's ``fast`` or a derived pytest template (``{tests}``); else ``rerunner`` builds the
+    command for another runner. ``dropped``: options of the gate's command the derived one leaves out.
+    """
 
     spec: GateSpec
-    template: str
-    tests: tuple[str, ...]
+    template: str | None
+    tests: tuple[Target, ...]
     node_ids: bool  # a derived pytest command: only node ids whose file still exists
+    rerunner: Rerunner | None = None
+    dropped: tuple[str, ...] = ()
 
     def settles(self, result: GateResult, root: Path) -> bool:
         return still_failing(result, root, node_ids=self.node_ids)
 
-    def current_tests(self, root: Path) -> list[str]:
-        return pytest_node_ids(self.tests, root) if self.node_ids else list(self.tests)
+    def current_tests(self, root: Path) -> list[Target]:
+        """The tests still to rerun: those whose file (or package folder) is still in the worktree."""
+        if self.node_ids:
+            return [Target(t) for t in pytest_node_ids([t.id for t in self.tests], root)]
+        return [t for t in self.tests if not t.place or _exists(root, t.place)]
 
-    async def run(self, tests: list[str], *, cwd: Path, env: dict[str, str], log_dir: Path,
+    def command(self, tests: Sequence[Target]) -> str | None:
+        if self.template is not None:
+            return render(self.template, [t.id for t in tests])
+        return self.rerunner.command(tests) if self.rerunner else None
+
+    def note(self) -> str:
+        """What the model is told about this rerun's command beyond the command itself."""
+        if not self.dropped:
+            return ""
+        return (f"The fast rerun of gate {self.spec.name} left out {', '.join(self.dropped)} (they select or stop "
+                "tests, or measure the whole suite); the full gate keeps them.")
+
+    async def run(self, tests: list[Target], *, cwd: Path, env: dict[str, str], log_dir: Path,
                   launcher: Sequence[str], limits: Limits) -> GateResult:
         """Runs as ``<name>.fast`` (its log is ``<name>.fast.log``, the full run's log stays)."""
-        spec = self.spec.model_copy(update={"name": f"{self.spec.name}.fast", "command": render(self.template, tests)})
+        command = self.command(tests) or self.spec.command
+        spec = self.spec.model_copy(update={"name": f"{self.spec.name}.fast", "command": command})
         return await run_gate(spec, cwd=cwd, env=env, log_dir=log_dir, launcher=launcher, limits=limits)
+
+
+def _exists(root: Path, rel: str) -> bool:
+    if ".." in Path(rel).parts or Path(rel).is_absolute():
+        return False
+    return (root / rel).exists()
 
 
 def plan_rerun(spec: GateSpec, result: GateResult, root: Path) -> FastRerun | None:
     """The fast rerun for a gate's next round, if its full run failed on named tests it can rerun."""
     if result.passed or result.timed_out:
         return None
-    template = spec.fast
-    node_ids = template is None
-    if template is None:
-        template = derive_pytest_fast(spec.command)
-    if template is None:
+    if spec.fast is not None:
+        tests = failing_ids(result, root, node_ids=False)
+        return FastRerun(spec, spec.fast, tuple(Target(t) for t in tests), False) if tests else None
+    if derived := pytest_fast(spec.command):
+        tests = failing_ids(result, root, node_ids=True)
+        return FastRerun(spec, derived[0], tuple(Target(t) for t in tests), True, None, tuple(derived[1])) \
+            if tests else None
+    rerunner = derive_rerunner(spec.command)
+    if rerunner is None:
         return None
-    tests = failing_ids(result, root, node_ids=node_ids)
-    return FastRerun(spec, template, tuple(tests), node_ids) if tests else None
+    targets = tuple(rerunner.targets(result.failures)[:MAX_TESTS])
+    if not targets or rerunner.command(targets) is None:
+        return None
+    return FastRerun(spec, None, targets, False, rerunner, rerunner.dropped)

@@ -110,10 +110,11 @@ class Judge:
         self._last_fingerprint = workspace_fingerprint(self.worktree, self.exclude)
         others = [r.name for r in self.last if not r.passed and r.name not in self._fast_in_last]
         untouched = f" Not rerun in this round (failing in the last full run): {', '.join(others)}." if others else ""
+        notes = "".join(f" {note}" for s in self.specs if (r := self._reruns.get(s.name)) and (note := r.note()))
         return (
             f"This round was a fast rerun of the {count} previously failing test(s) of gate(s) "
             f"{', '.join(r.name for r in named)}, not the full gates, and they still fail; the full gates run "
-            f"once these pass.{untouched}\n\n" + feedback_message(results)
+            f"once these pass.{untouched}{notes}\n\n" + feedback_message(results)
         )
 
     def _record(self, kind: Literal["fast", "full"], results: list[GateResult], started: float, *,

@@ -1,0 +1,133 @@
+"""Fast rerun commands per runner, planned from the failures read in the real runners' logs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from prime_ci.gates.failures import scan_log
+from prime_ci.gates.fast_rerun import plan_rerun
+from prime_ci.gates.rerun_commands import derive_rerunner
+from prime_ci.gates.runner import GateResult
+from prime_ci.gates.specs import GateSpec
+
+LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "runners"
+ROOT = Path("/tmp/prime-ci-runners")
+UNITTEST_IDS = " ".join([
+    "tests.test_parse.TestParse.test_letters", *[f"tests.test_parse.TestMore.test_case_0{i}" for i in range(6)],
+    "tests.test_parse.TestParse.test_list", "tests.test_parse.TestParse.test_subtests",
+    "tests.test_parse.TestParse.test_sum", "tests.test_parse.TestParse.test_true"])
+
+
+def _project(tmp_path: Path, files: list[str]) -> Path:
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    return tmp_path
+
+
+def _plan(command: str, log: str, root: Path, cwd: Path | None = None) -> tuple[str | None, tuple[str, ...]]:
+    failures, more = scan_log(LOGS / log, cwd=cwd or root)
+    result = GateResult(name="tests", command=command, passed=False, exit_code=1, timed_out=False, output="",
+                        output_bytes=0, duration_s=1.0, attempts=1, flaky=False, log_path=LOGS / log,
+                        failures=failures, failures_source="log", more_failures=more)
+    plan = plan_rerun(GateSpec(name="tests", command=command), result, root)
+    if plan is None:
+        return None, ()
+    return plan.command(plan.current_tests(root)), plan.dropped
+
+
+PY_FILES = ["tests/test_parse.py", "tests/test_plain.py", "mypkg/parse.py"]
+
+
+@pytest.mark.parametrize(
+    ("command", "log", "files", "fast", "dropped"),
+    [
+        ("python -m unittest", "unittest.log", PY_FILES, f"python -m unittest {UNITTEST_IDS}", ()),
+        ("python3 -m unittest -v --failfast tests", "unittest-verbose.log", PY_FILES,
+         f"python3 -m unittest -v {UNITTEST_IDS}", ("--failfast",)),
+        ("python -m unittest discover -s tests -t .", "unittest.log", PY_FILES,
+         "python -m unittest discover -s tests -t . -k " + UNITTEST_IDS.replace(" ", " -k "), ()),
+        ("python -m unittest discover tests", "unittest.log", PY_FILES,
+         "python -m unittest discover -s tests -k " + UNITTEST_IDS.replace(" ", " -k "), ()),
+        ("python manage.py test --parallel 2 --failfast shop", "django.log", ["shop/prices.py"],
+         "python manage.py test --parallel 2 shop.tests.test_prices.TotalTests.test_error "
+         "shop.tests.test_prices.DbTests.test_db_bad shop.tests.test_prices.TotalTests.test_empty "
+         "shop.tests.test_prices.TotalTests.test_two", ("--failfast",)),
+        ("python setup.py test", "setup-py-test.log", PY_FILES, None, ()),  # one test at a time: run in full
+        ("PYTHONHASHSEED=0 python -m pytest -q -n auto -x -p no:randomly --cov=mypkg tests", "pytest-q-xdist.log",
+         PY_FILES, "PYTHONHASHSEED=0 python -m pytest -q -n auto -p no:randomly "
+         "tests/test_parse.py::TestParse::test_list tests/test_parse.py::TestParse::test_subtests "
+         "tests/test_parse.py::TestParse::test_letters tests/test_parse.py::TestParse::test_sum "
+         "tests/test_parse.py::TestMore::test_case_00 tests/test_parse.py::TestParse::test_true "
+         "tests/test_parse.py::TestMore::test_case_02 tests/test_parse.py::TestMore::test_case_01 "
+         "tests/test_parse.py::TestMore::test_case_03 tests/test_parse.py::TestMore::test_case_04 "
+         "tests/test_parse.py::TestMore::test_case_05 'tests/test_plain.py::test_plain_param[x y]' "
+         "'tests/test_plain.py::test_plain_param[1]'", ("-x", "--cov=mypkg")),
+        ("pytest --numprocesses 2 --dist loadfile -c ci.ini tests", "pytest-q-tb-no.log", PY_FILES,
+         "pytest --numprocesses 2 --dist loadfile -c ci.ini tests/test_parse.py::TestParse::test_letters", ()),
+        ("node --test --test-reporter=tap", "node-test.log", ["test/math.test.js", "test/other.test.js"],
+         "node --test --test-reporter=tap '--test-name-pattern=^(?:subtracts|half up|rounding half up|throws)$' "
+         "test/math.test.js test/other.test.js", ()),
+        ("npx jest --ci --bail", "jest.log", ["src/sum.test.js"],
+         "npx jest --ci src/sum.test.js -t '^(?:sum adds two|top level)$'", ("--bail",)),
+        ("npx vitest run --reporter=default", "vitest.log", ["src/sum.test.js"],
+         "npx vitest run --reporter=default src/sum.test.js -t '^(?:sum adds two|top level)$'", ()),
+        ("go test -count=1 -run Test ./...", "go-test.log", ["go.mod", "sub/sub_test.go"],
+         "go test -count=1 . ./sub -run '^(?:TestAdd|TestTable|TestHalf)$'", ("-run Test",)),
+        ("cargo test --offline -- --test-threads 2 adds", "cargo-test.log", ["src/lib.rs"],
+         "cargo test --offline -- --test-threads 2 --exact tests::adds tests::adds_more", ("adds",)),
+    ],
+    ids=["unittest", "unittest-v", "discover", "discover-positional", "django", "setup.py", "pytest-xdist",
+         "pytest-xdist-long", "node", "jest", "vitest", "go", "cargo"],
+)
+def test_fast_rerun_command_per_runner(tmp_path: Path, command: str, log: str, files: list[str], fast: str | None,
+                                       dropped: tuple[str, ...]) -> None:
+    root = _project(tmp_path, files)
+    if log.startswith("go-"):
+        (root / "go.mod").write_text("module example.com/calc\n")
+    project = {"unittest": "py", "setup": "py", "go": ""}.get(re.split(r"[-.]", log)[0], re.split(r"[-.]", log)[0])
+    cwd = ROOT / project if project else root  # where the logged run was; go's paths are relative anyway
+    got, why = _plan(command, log, root, cwd)
+    if fast is not None and fast.endswith("test_letters") and got:
+        got = got.split(" tests/test_parse.py::TestParse::test_list")[0]  # the long list, checked above
+    assert got == fast
+    assert why == dropped
+
+
+def test_setup_py_test_reruns_a_single_test(tmp_path: Path) -> None:
+    log = tmp_path / "one.log"
+    text = (LOGS / "setup-py-test.log").read_text()
+    start = text.index("=" * 70 + "\nFAIL: test_sum")
+    log.write_text(text[start : text.index("=" * 70, start + 71)] + "-" * 70 + "\nRan 1 test\n")
+    failures, _ = scan_log(log, cwd=ROOT / "py")
+    result = GateResult(name="t", command="python setup.py test", passed=False, exit_code=1, timed_out=False,
+                        output="", output_bytes=0, duration_s=1, attempts=1, flaky=False, log_path=log,
+                        failures=failures)
+    plan = plan_rerun(GateSpec(name="t", command="python setup.py test"), result, tmp_path)
+    assert plan is not None
+    assert plan.command(plan.tests) == "python setup.py test -s tests.test_parse.TestParse.test_sum"
+
+
+@pytest.mark.parametrize("command", [
+    "npm test", "make test", "python -m unittest $TESTS", "node test/a.js", "npx vitest", "go vet ./...",
+    "python manage.py check", "cargo test --weird value", "npx jest --unknown value", "python setup.py build test",
+])
+def test_no_rerun_when_unsure(command: str) -> None:
+    assert derive_rerunner(command) is None
+
+
+def test_dropped_options_are_said(tmp_path: Path) -> None:
+    root = _project(tmp_path, PY_FILES)
+    failures, _ = scan_log(LOGS / "pytest-q.log", cwd=ROOT / "pytest")
+    result = GateResult(name="tests", command="c", passed=False, exit_code=1, timed_out=False, output="",
+                        output_bytes=0, duration_s=1, attempts=1, flaky=False, log_path=LOGS / "pytest-q.log",
+                        failures=failures)
+    plan = plan_rerun(GateSpec(name="tests", command="pytest -x -n 4 --cov=mypkg"), result, root)
+    assert plan is not None
+    assert plan.note() == ("The fast rerun of gate tests left out -x, --cov=mypkg (they select or stop tests, or "
+                           "measure the whole suite); the full gate keeps them.")
+    kept = plan_rerun(GateSpec(name="tests", command="pytest -n 4"), result, root)
+    assert kept is not None and kept.note() == "" and "-n 4" in (kept.command(kept.tests) or "")
