@@ -129,6 +129,10 @@ def test_feedback_lists_all_eleven_unittest_failures_first(tmp_path: Path) -> No
             assert f"- {test}: {message[:40]}" in listed and f"({file}:{line})" in listed, (limit, test)
         assert listed.index("test_true") < listed.index("output (head+tail)")  # the list first, then the log
         assert "more failing test" not in message
+    # short of room, the messages are shortened: every name and location is still listed
+    tight = feedback_message([result], limit=1600)
+    assert all(f"- {test}" in tight and f"({file}:{line})" in tight for test, _, file, line in UNITTEST)
+    assert "more failing test" not in tight and "cannot parse 'ab': expected only digits" not in tight
 
 
 def test_feedback_says_how_many_more_beyond_the_list(tmp_path: Path) -> None:
