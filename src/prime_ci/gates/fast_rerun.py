@@ -306,7 +306,7 @@ def plan_rerun(spec: GateSpec, result: GateResult, root: Path) -> FastRerun | No
         tests = failing_ids(result, root, node_ids=True)
         return FastRerun(spec, derived[0], tuple(Target(t) for t in tests), True, None, tuple(derived[1])) \
             if tests else None
-    rerunner = derive_rerunner(spec.command)
+    rerunner = derive_rerunner(spec.command, root)
     if rerunner is None:
         return None
     targets = tuple(rerunner.targets(result.failures)[:MAX_TESTS])

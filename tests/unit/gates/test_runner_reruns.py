@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -112,7 +113,7 @@ def test_setup_py_test_reruns_a_single_test(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", [
-    "npm test", "make test", "python -m unittest $TESTS", "node test/a.js", "npx vitest", "go vet ./...",
+    "npm test", "make test", "python -m unittest $TESTS", "node test/a.js", "npx vitest bench", "go vet ./...",
     "python manage.py check", "cargo test --weird value", "npx jest --unknown value", "python setup.py build test",
 ])
 def test_no_rerun_when_unsure(command: str) -> None:
@@ -131,3 +132,23 @@ def test_dropped_options_are_said(tmp_path: Path) -> None:
                            "measure the whole suite); the full gate keeps them.")
     kept = plan_rerun(GateSpec(name="tests", command="pytest -n 4"), result, root)
     assert kept is not None and kept.note() == "" and "-n 4" in (kept.command(kept.tests) or "")
+
+
+@pytest.mark.parametrize(
+    ("command", "script", "fast"),
+    [
+        ("npm test", "jest --ci", "npm test -- src/sum.test.js -t '^(?:sum adds two|top level)$'"),
+        ("npm run unit", "vitest", "npm run unit -- src/sum.test.js -t '^(?:sum adds two|top level)$'"),
+        ("pnpm test", "vitest run", "pnpm test src/sum.test.js -t '^(?:sum adds two|top level)$'"),
+        ("yarn unit", "jest", "yarn unit src/sum.test.js -t '^(?:sum adds two|top level)$'"),
+        ("npm test", "jest && eslint .", None),
+        ("npm test", "mocha", None),
+        ("npm run missing", "jest", None),
+    ],
+)
+def test_package_scripts_of_known_runners(tmp_path: Path, command: str, script: str, fast: str | None) -> None:
+    root = _project(tmp_path, ["src/sum.test.js"])
+    (root / "package.json").write_text(json.dumps({"scripts": {"test": script, "unit": script}}))
+    log = "vitest.log" if "vitest" in script else "jest.log"
+    got, _ = _plan(command, log, root, ROOT / log.split(".")[0])
+    assert got == fast
