@@ -15,6 +15,7 @@ from prime_ci.isolation.untrusted import strip_ansi
 
 LISTED = 50
 _NAME = 300
+_WIDTHS = (300, 200, 160, 130, 110, 90, 0)
 
 
 def failure_line(f: JUnitFailure, width: int = 300) -> str:
@@ -32,21 +33,17 @@ def listing(result: GateResult, room: int) -> str:
     from_log = result.failures_source == "log"
     label = "failing tests (from the full log):\n" if from_log else "failing tests (JUnit):\n"
     shown = result.failures[:LISTED]
-    more = len(result.failures) - len(shown) + result.more_failures
-    note_room = 90
-    lines = [label]
-    used = len(label) + note_room
-    for i, f in enumerate(shown):
-        share = max((room - used) // (len(shown) - i), 0)
-        line = failure_line(f, min(share, 300))
-        if used + len(line) > room:
-            more += len(shown) - i
+    room -= len(label) + 90  # the label and the closing "and N more" line
+    for width in _WIDTHS:  # the widest lines that let every test in
+        lines = [failure_line(f, width) for f in shown]
+        if sum(map(len, lines)) <= room:
             break
-        lines.append(line)
-        used += len(line)
+    while lines and sum(map(len, lines)) > room:
+        lines.pop()
+    more = len(result.failures) - len(lines) + result.more_failures
     if more:
         lines.append(f"- ... and {more} more failing test(s): all are in the log and in `gates.last`\n")
-    return "".join(lines)
+    return label + "".join(lines)
 
 
 def _gate_section(result: GateResult, budget: int, log_hint: str) -> str:

@@ -10,6 +10,7 @@ runner it does not know) gives no rerun: the gate then runs in full.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Sequence
@@ -144,8 +145,11 @@ def _alternation(names: Sequence[str]) -> str:
     return "^(?:" + "|".join(re.escape(n).replace("\\ ", " ") for n in unique) + ")$"
 
 
-def derive_rerunner(command: str) -> Rerunner | None:
-    """The rerunner for a gate command of a known runner, None when this cannot be sure of it."""
+def derive_rerunner(command: str, root: Path | None = None) -> Rerunner | None:
+    """The rerunner for a gate command of a known runner, None when this cannot be sure of it.
+
+    ``root``: the worktree, where ``npm test`` (pnpm, yarn; ``run NAME`` too) finds its script in
+    package.json: a plain jest, vitest or ``node --test`` command is narrowed by arguments after it."""
     if SHELL_SPECIAL & set(command):
         return None
     try:
@@ -158,7 +162,7 @@ def derive_rerunner(command: str) -> Rerunner | None:
         words = words[1:]
     found = _launcher(words)
     if found is None:
-        return None
+        return _script(words, env, root) if root is not None else None
     runner, start = found
     options = {"unittest": _UNITTEST, "django": _DJANGO, "setup.py": _OPTIONS_NONE, "node": _NODE, "jest": _JEST,
                "vitest": _VITEST, "go": _GO, "cargo": _CARGO}[runner]
@@ -189,6 +193,34 @@ def derive_rerunner(command: str) -> Rerunner | None:
 
 
 _OPTIONS_NONE = _Options()
+_PACKAGE_JSON_LIMIT = 1 << 20
+
+
+def _script(words: list[str], env: list[str], root: Path) -> Rerunner | None:
+    """``npm test`` and the like, when the script is a command this narrows: its arguments go after it."""
+    tool = Path(words[0]).name if words else ""
+    rest = words[1:]
+    if tool not in ("npm", "pnpm", "yarn") or not rest:
+        return None
+    if rest[0] in ("run", "run-script") and len(rest) == 2:
+        name = rest[1]
+    elif len(rest) == 1 and (rest[0] == "test" or tool == "yarn"):
+        name = rest[0]
+    else:
+        return None
+    try:
+        path = root / "package.json"
+        if path.stat().st_size > _PACKAGE_JSON_LIMIT:
+            return None
+        scripts = json.loads(path.read_text(encoding="utf-8")).get("scripts")
+    except (OSError, ValueError, AttributeError):
+        return None
+    script = scripts.get(name) if isinstance(scripts, dict) else None
+    inner = derive_rerunner(script) if isinstance(script, str) else None
+    if inner is None or inner.runner not in ("jest", "vitest", "node"):
+        return None
+    prefix = (*words, "--") if tool == "npm" else tuple(words)  # npm passes what follows -- to the script
+    return Rerunner(inner.runner, prefix, tuple(env))
 
 
 def _discover_positionals(positionals: list[str]) -> list[str]:
@@ -235,7 +267,9 @@ def _launcher(words: list[str]) -> tuple[str, int] | None:
     if name == "vitest":
         if words[i + 1 : i + 2] == ["run"]:
             return "vitest", i + 2
-        return None  # watch mode, or a subcommand this does not narrow
+        # without a terminal (a gate's stdin is /dev/null) vitest runs once; its other subcommands do not test
+        following = words[i + 1 : i + 2]
+        return ("vitest", i + 1) if not following or following[0].startswith("-") else None
     return None
 
 
