@@ -44,7 +44,8 @@ INDEX_ENV = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_FI
              "NPM_CONFIG_REGISTRY", "npm_config_registry", "NPM_CONFIG_PROXY", "npm_config_proxy",
              "NPM_CONFIG_HTTPS_PROXY", "npm_config_https_proxy", "NPM_CONFIG_STRICT_SSL", "npm_config_strict_ssl",
              "YARN_REGISTRY", "YARN_NPM_REGISTRY_SERVER", "YARN_HTTP_PROXY", "YARN_HTTPS_PROXY",
-             "COREPACK_NPM_REGISTRY", "PNPM_REGISTRY", "PIP_CONFIG_FILE", "UV_CONFIG_FILE", "NPM_CONFIG_USERCONFIG",
+             "COREPACK_NPM_REGISTRY", "COREPACK_INTEGRITY_KEYS", "PNPM_REGISTRY", "PIP_CONFIG_FILE",
+             "UV_CONFIG_FILE", "NPM_CONFIG_USERCONFIG",
              "npm_config_userconfig", "NODE_TLS_REJECT_UNAUTHORIZED", "NODE_USE_ENV_PROXY", "UV_NATIVE_TLS")
 NETWORK_ENV = (*CA_ENV, *PROXY_ENV, *INDEX_ENV)
 # files those settings name: readable in the sandbox even under the hidden home or the private /tmp
