@@ -362,7 +362,7 @@ def test_d6_stale_lock_files_do_not_block(tmp_path: Path) -> None:
     lock.write_text(json.dumps({**reused, "host": os.uname().nodename}))
     SessionLog.open_for_append(path).close()
     # the lock is held by a live process whose record names a dead pid (e.g. it inherited the descriptor)
-    holder = "import fcntl, os, sys, threading; fd = os.open(sys.argv[1], os.O_RDWR); " \
+    holder = "import fcntl, os, sys, threading; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); " \
              "fcntl.flock(fd, fcntl.LOCK_EX); os.ftruncate(fd, 0); os.write(fd, sys.argv[2].encode()); " \
              "print('ready', flush=True); threading.Event().wait()"  # fmt: skip
     stale = json.dumps({"pid": int(dead.stdout), "start_time": "1", "host": os.uname().nodename})

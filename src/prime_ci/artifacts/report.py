@@ -11,11 +11,13 @@ from prime_ci.model.usage import usd
 RESULT_VERSION = 1
 
 
-def dirty_note(paths: list[str], included: bool) -> str:
-    shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+def dirty_note(paths: list[str], included: bool, count: int | None = None) -> str:
+    """The uncommitted changes of REPO (its environments and build trees are never among them)."""
+    total = len(paths) if count is None else count
+    shown = ", ".join(paths[:5]) + (f" and {total - 5} more" if total > 5 else "")
     if included:
-        return f"REPO had uncommitted changes ({len(paths)} path(s): {shown}): included (--include-dirty)."
-    return (f"REPO has uncommitted changes ({len(paths)} path(s): {shown}) that this run does not see; "
+        return f"REPO had uncommitted changes ({total} path(s): {shown}): included (--include-dirty)."
+    return (f"REPO has uncommitted changes ({total} path(s): {shown}) that this run does not see; "
             "commit them or pass --include-dirty.")
 
 
@@ -33,7 +35,7 @@ def summary_markdown(result: dict[str, Any]) -> str:
               f"**Model:** `{result['model']}` · **Base:** `{str(result.get('base_commit'))[:12]}` · "
               f"**Sandbox:** {result.get('sandbox', 'off')}", ""]
     if result.get("dirty"):
-        lines += [dirty_note(result["dirty"], bool(result.get("snapshot_of"))), ""]
+        lines += [dirty_note(result["dirty"], bool(result.get("snapshot_of")), result.get("dirty_count")), ""]
     setup = result.get("setup") or []
     if setup:
         lines += ["### Setup", "", "| command | result | exit | time |", "|---|---|---|---|"]

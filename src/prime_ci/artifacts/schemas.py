@@ -105,7 +105,10 @@ class ResultModel(BaseModel):
     rounds: list[RoundEntry] = Field(default_factory=list)
     time_to_green_s: float | None = Field(default=None, description="seconds from the run's start to the end of "
                                           "its first gate round that passed in full; null when none did")
-    dirty: list[str] = Field(default_factory=list, description="REPO's uncommitted paths when the run started")
+    dirty: list[str] = Field(default_factory=list, description="REPO's uncommitted paths when the run started "
+                             "(the first 50; environments and build trees such as a venv or node_modules are "
+                             "not counted)")
+    dirty_count: int | None = Field(default=None, description="how many uncommitted paths REPO had in all")
     snapshot_of: str | None = Field(default=None, description="--include-dirty: the commit the snapshot was taken on")
     out_dir: str | None = None
     worktree: str | None = Field(default=None, description="the kept worktree (--keep-worktree)")

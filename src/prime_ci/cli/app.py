@@ -35,6 +35,13 @@ def say(text: str) -> None:
         sys.stderr.flush()
 
 
+def say_plain(text: str) -> None:
+    """``say`` for text that is not markup: commands, paths, output (``-e .[testing]`` stays as written)."""
+    from rich.markup import escape
+
+    say(escape(text))
+
+
 def host_setup() -> None:
     """Secrets to mask in every artifact; adopt orphans (setsid escapees) so they can be reaped; SIGTERM
     before the event loop takes it over (cloning, preparing) unwinds like Ctrl-C: the temp worktree is removed,
@@ -57,12 +64,12 @@ def print_outcome(result: dict[str, Any], as_json: bool) -> int:
     code = int(result["exit_code"])
     color = "green" if code == 0 else "red"
     usage = result["usage"]
-    say(f"[bold {color}]{result['stop_reason']}[/] (exit {code}) · {usage['turns']} turns · "
-         f"{usage['total_tokens']} tokens · {result['wall_s']:.1f}s · artifacts: {result['out_dir']}")
-    if result["stop_reason"] == "model_error" and result.get("detail"):
-        from rich.markup import escape
+    from rich.markup import escape
 
-        say(f"model_error: {escape(str(result['detail']).splitlines()[0])}")
+    say(f"[bold {color}]{result['stop_reason']}[/] (exit {code}) · {usage['turns']} turns · "
+        f"{usage['total_tokens']} tokens · {result['wall_s']:.1f}s · artifacts: {escape(str(result['out_dir']))}")
+    if result["stop_reason"] in ("model_error", "setup_failed") and result.get("detail"):
+        say(f"{result['stop_reason']}: {escape(str(result['detail']).splitlines()[0])}")
     if as_json:
         click.echo(json.dumps(result, indent=2))
     return code

@@ -12,7 +12,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from prime_ci.cli.app import NONNEG, POS, cli, host_setup, print_outcome, say
+from prime_ci.cli.app import NONNEG, POS, cli, host_setup, print_outcome, say, say_plain
 from prime_ci.errors import PrimeCIError
 from prime_ci.isolation import limits
 
@@ -80,16 +80,16 @@ def run(ctx: click.Context, /, **params: Any) -> int:
         or name == "repo"
     }
     host_setup()
-    prep = prepare(flags, say)  # a litellm route starts importing litellm here, overlapping the kernel start
-    say(f"run {prep.run_id}: {prep.worktree.source} @ {prep.worktree.base_commit[:12]} -> {prep.out}")
-    say(f"limits: {limits.status(prep.cfg.limits)}")
+    prep = prepare(flags, say_plain)  # a litellm route starts importing litellm here, overlapping the kernel start
+    say_plain(f"run {prep.run_id}: {prep.worktree.source} @ {prep.worktree.base_commit[:12]} -> {prep.out}")
+    say_plain(f"limits: {limits.status(prep.cfg.limits)}")
     if prep.worktree.dirty:
         from rich.markup import escape
 
         from prime_ci.artifacts.report import dirty_note
 
         say(f"[yellow]warning:[/] {escape(dirty_note(prep.worktree.dirty, prep.worktree.snapshot_of is not None))}")
-    return print_outcome(execute(prep, say), params["json_output"])
+    return print_outcome(execute(prep, say_plain), params["json_output"])
 
 
 @cli.command()
@@ -104,9 +104,9 @@ def demo(out: Path | None, json_output: bool) -> int:
     host_setup()
     flags, cleanup = demo_flags(out)
     try:
-        prep = prepare(flags, say)
-        say(f"demo run {prep.run_id}: a failing test, a replayed model that fixes it -> {prep.out}")
-        return print_outcome(execute(prep, say), json_output)
+        prep = prepare(flags, say_plain)
+        say_plain(f"demo run {prep.run_id}: a failing test, a replayed model that fixes it -> {prep.out}")
+        return print_outcome(execute(prep, say_plain), json_output)
     finally:
         cleanup()
 
@@ -160,10 +160,10 @@ def gates(
     if not specs:
         raise click.UsageError("no gates: give --gate or --gates-file")
     options = Standalone(sandbox=sandbox, python=python, sandbox_ro=list(sandbox_ro), pass_env=list(pass_env))
-    results = asyncio.run(standalone(specs, Path.cwd(), logs.resolve(), options, say))
+    results = asyncio.run(standalone(specs, Path.cwd(), logs.resolve(), options, say_plain))
     for r in results:
         state = "pass" if r.passed else ("timeout" if r.timed_out else "FAIL")
-        say(f"gate {r.name}: {state}{' (flaky)' if r.flaky else ''} exit {r.exit_code} in {r.duration_s:.1f}s "
+        say_plain(f"gate {r.name}: {state}{' (flaky)' if r.flaky else ''} exit {r.exit_code} in {r.duration_s:.1f}s "
              f"-> {r.log_path}")
     if junit is not None:
         write_gates_junit(results, junit)
@@ -194,15 +194,15 @@ def resume(out_dir: Path, salvage: bool, json_output: bool) -> int:
     from prime_ci.engine.run import execute
 
     host_setup()
-    prepared = prepare_resume(out_dir, salvage=salvage, say=say)
+    prepared = prepare_resume(out_dir, salvage=salvage, say=say_plain)
     if isinstance(prepared, dict):
-        say(f"run in {out_dir} had already finished")
+        say_plain(f"run in {out_dir} had already finished")
         return print_outcome({"out_dir": str(out_dir), "wall_s": 0.0, "usage": {"turns": 0, "total_tokens": 0},
                         **prepared}, json_output)
     prep, state = prepared
-    say(f"resuming run {prep.run_id} after {len(state.session.entries)} entries -> {prep.out}")
-    say(f"limits: {limits.status(prep.cfg.limits)}")
-    return print_outcome(execute(prep, say, resume=state, salvage=salvage), json_output)
+    say_plain(f"resuming run {prep.run_id} after {len(state.session.entries)} entries -> {prep.out}")
+    say_plain(f"limits: {limits.status(prep.cfg.limits)}")
+    return print_outcome(execute(prep, say_plain, resume=state, salvage=salvage), json_output)
 
 
 @cli.command()

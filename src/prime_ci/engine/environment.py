@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from prime_ci.engine.prepare import Prepared
-from prime_ci.engine.setup import SetupOutcome, SetupSpec, run_all
+from prime_ci.engine.setup import SetupOutcome, SetupSpec, failure_hint, last_lines, run_all
 from prime_ci.gates.runner import GateResult, GateSpec, run_gate, run_gates
 from prime_ci.isolation import limits as limits_mod
 from prime_ci.isolation import projenv
@@ -21,12 +21,14 @@ from prime_ci.isolation.sandbox import scrubbed_env
 from prime_ci.isolation.worktree import is_url
 
 
-def project_vars(prep: Prepared, extra: dict[str, str]) -> dict[str, str]:
-    """PATH with the project's environment first, PYTHONPATH pointed at the worktree where it pointed at REPO,
-    the kernel's view of the project's packages; plus ``extra``."""
+def project_vars(prep: Prepared, extra: dict[str, str], *, skills: bool = True) -> dict[str, str]:
+    """PATH with the project's environment first, PYTHONPATH pointed at the worktree where it pointed at REPO
+    (after the harness's skill directories, for the kernel only), the kernel's view of the project's packages;
+    plus ``extra``."""
     wt, project = prep.worktree, prep.project
     out = project.env(os.environ.get("PATH", os.defpath))
-    pythonpath = [*prep.harness.pythonpath(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    own = prep.harness.pythonpath() if skills else []
+    pythonpath = [*own, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     if not is_url(wt.source):
         pythonpath = [swap(p, wt.source.rstrip("/"), str(wt.path)) for p in pythonpath]
     if pythonpath:
@@ -36,19 +38,45 @@ def project_vars(prep: Prepared, extra: dict[str, str]) -> dict[str, str]:
     return {**out, **extra}
 
 
-async def run_setup(prep: Prepared, env: dict[str, str], say: Callable[[str], None]) -> list[SetupOutcome]:
+def gate_vars(prep: Prepared, env: dict[str, str]) -> dict[str, str]:
+    """The gates' (and setup's) environment from the kernel's: no bridge, no skill directories on PYTHONPATH, and
+    bytecode only from a cache outside the worktree (a forged __pycache__/*.pyc with the source's mtime and size
+    cannot stand in for the source the patch shows)."""
+    out = {k: v for k, v in env.items() if k not in ("PRIME_CI_BRIDGE", "PYTHONPATH")}
+    if pythonpath := project_vars(prep, {}, skills=False).get("PYTHONPATH"):
+        out["PYTHONPATH"] = pythonpath
+    return out | {"PYTHONPYCACHEPREFIX": str(prep.worktree.root / "gate-pycache")}
+
+
+async def run_setup(prep: Prepared, env: dict[str, str], say: Callable[[str], None]
+                    ) -> tuple[list[SetupOutcome], str | None]:
     """Each setup command through the gate runner: scrubbed env, own process group, log in OUT/setup/; under
-    the sandbox the run's environment directory is writable and the network is on unless the spec says not."""
+    the sandbox the run's environment directory is writable and the network is on unless the spec says not.
+    A command with network also gets the job's network settings (CA bundles, proxies, indexes), the files they
+    name readable in the sandbox. A failure's last lines are said, with a hint (also returned)."""
     log_dir = prep.out / "setup"
     sandbox = prep.sandbox
+    network = sandbox_mod.network_env()
+    hint: list[str | None] = [None]
 
     async def one(spec: SetupSpec) -> SetupOutcome:
         launcher: list[str] = []
         if sandbox is not None:
+            readonly = sandbox.readonly + (sandbox_mod.network_files(network) if spec.network else [])
             launcher = dataclasses.replace(sandbox, writable=[*sandbox.writable, str(prep.project.root)],
-                                           network=spec.network).wrap([])
-        result = await run_gate(spec.as_gate(), cwd=prep.worktree.path, env=env, log_dir=log_dir, launcher=launcher,
-                                limits=prep.cfg.limits)
+                                           readonly=readonly, network=spec.network).wrap([])
+        # the gates' variables (--pass-env included) win over the job's network settings
+        own_env = {**network, **env} if spec.network else env
+        result = await run_gate(spec.as_gate(), cwd=prep.worktree.path, env=own_env, log_dir=log_dir,
+                                launcher=launcher, limits=prep.cfg.limits)
+        if not result.passed:
+            tail = last_lines(result.output)
+            say(f"setup {spec.name}: last {len(tail)} line(s) of its output:")
+            for line in tail:
+                say(f"  | {line}")
+            hint[0] = failure_hint(result.output)
+            if hint[0]:
+                say(f"setup {spec.name}: hint: {hint[0]}")
         return SetupOutcome(name=spec.name, command=spec.command, passed=result.passed, exit_code=result.exit_code,
                             timed_out=result.timed_out, duration_s=round(result.duration_s, 3),
                             log=str(Path("setup") / result.log_path.name))
@@ -61,7 +89,7 @@ async def run_setup(prep: Prepared, env: dict[str, str], say: Callable[[str], No
         if created:
             prep.worktree.ignore(created)
             say(f"setup created {len(created)} untracked path(s), left out of the diff: {', '.join(created[:5])}")
-    return outcomes
+    return outcomes, hint[0]
 
 
 def environment_section(prep: Prepared, setup: list[SetupOutcome]) -> str:

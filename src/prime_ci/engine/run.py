@@ -20,7 +20,7 @@ from prime_ci.engine import bridge_handlers, finish
 from prime_ci.engine.agent import Agent, Conversation, log_model
 from prime_ci.engine.budget import Budget, Limits
 from prime_ci.engine.compact import Compactor
-from prime_ci.engine.environment import environment_section, project_vars, run_setup
+from prime_ci.engine.environment import environment_section, gate_vars, project_vars, run_setup
 from prime_ci.engine.prepare import Prepared
 from prime_ci.engine.prompt import base_prompt
 from prime_ci.engine.resume import ResumeState
@@ -34,7 +34,7 @@ from prime_ci.isolation import procs, redact
 from prime_ci.isolation.box import RUN_VAR, run_needle
 from prime_ci.isolation.sandbox import scrubbed_env
 from prime_ci.isolation.untrusted import clean_terminal_text, fence
-from prime_ci.isolation.worktree import GitError, is_url
+from prime_ci.isolation.worktree import DIRTY_SHOWN, GitError, is_url
 from prime_ci.kernel.api import PRELOAD
 from prime_ci.kernel.bridge import Bridge
 from prime_ci.kernel.client import CellResult, Kernel, KernelConfig
@@ -55,6 +55,7 @@ SIGNAL_EXIT = {signal.SIGINT: StopReason.INTERRUPTED.exit_code, signal.SIGTERM: 
 # a budget stop or failed gates: one more full gate round decides whether the run still passed
 FINAL_ROUND = frozenset({StopReason.MAX_TURNS, StopReason.MAX_TOKENS, StopReason.MAX_COST, StopReason.GATES_FAILED})
 Say = Callable[[str], None]
+SLOW_REMOVAL_S, MANY_ENTRIES = 2.0, 5_000  # when removing the worktree is worth a line
 
 
 @dataclass
@@ -97,10 +98,7 @@ class Run:
         harness = self.prep.harness
         env = scrubbed_env(wt.root / "home", cfg.pass_env, project_vars(self.prep, {
             "PRIME_CI_BRIDGE": str(self.bridge.path), RUN_VAR: self.marker}))
-        # gates read bytecode only from a cache outside the worktree: a forged __pycache__/*.pyc with the
-        # source's mtime and size cannot stand in for the source the patch shows
-        gate_env = {k: v for k, v in env.items() if k != "PRIME_CI_BRIDGE"} | {
-            "PYTHONPYCACHEPREFIX": str(wt.root / "gate-pycache")}
+        gate_env = gate_vars(self.prep, env)
         sandbox = self.prep.sandbox
         if sandbox is not None:
             for d in ("kernel", "child-runs"):
@@ -216,10 +214,10 @@ class Run:
         done = self.resume.setup_done if self.resume is not None else False
         if done:
             return None
-        self.setup = await run_setup(self.prep, self.gate_env, self.say)
+        self.setup, hint = await run_setup(self.prep, self.gate_env, self.say)
         self.log.custom("prime_ci.setup", {"results": [o.model_dump() for o in self.setup]})
         if self.setup and not self.setup[-1].passed:
-            return Stop(StopReason.SETUP_FAILED, failure_detail(self.setup[-1]))
+            return Stop(StopReason.SETUP_FAILED, failure_detail(self.setup[-1], hint))
         return None
 
     def _begin(self, agent: Agent) -> None:
@@ -275,6 +273,8 @@ class Run:
         try:
             await self._teardown()
             patch, changed, flags = self._verdict()
+            if not cfg.keep_worktree:  # counted in wall_s, and said before the final line
+                await self._clear_worktree()
             exit_code = self.stop.reason.exit_code
             if self.stop.reason is StopReason.INTERRUPTED and self.signal_code is not None:
                 exit_code = self.signal_code
@@ -287,6 +287,18 @@ class Run:
             if not cfg.keep_worktree:
                 self.prep.worktree.remove()
         return result
+
+    async def _clear_worktree(self) -> None:
+        """Delete the worktree's files (what remains, the git data and harness state, goes after the artifacts)."""
+        started = time.monotonic()
+        removal = asyncio.ensure_future(asyncio.to_thread(self.prep.worktree.clear))
+        done, _ = await asyncio.wait({removal}, timeout=SLOW_REMOVAL_S)
+        if not done:
+            self.say("removing the worktree (its files, node_modules, caches and the run environment)...")
+        entries = await removal
+        elapsed = time.monotonic() - started
+        if not done or entries >= MANY_ENTRIES:
+            self.say(f"worktree removed: {entries} entries in {elapsed:.1f}s")
 
     async def _teardown(self) -> None:
         if self.family is not None:
@@ -333,7 +345,8 @@ class Run:
             gates=[r.to_dict() for r in self.judge.last], children=self.family.summary() if self.family else [],
             changed_files=changed, flags=flags, sandbox=self.prep.sandbox_status,
             python=str(self.prep.project.interp.executable), setup=[o.model_dump() for o in self.setup],
-            rounds=self.judge.round_log, time_to_green_s=time_to_green(self.judge.round_log), dirty=wt.dirty,
+            rounds=self.judge.round_log, time_to_green_s=time_to_green(self.judge.round_log),
+            dirty=wt.dirty[:DIRTY_SHOWN], dirty_count=len(wt.dirty),
             snapshot_of=wt.snapshot_of, out_dir=str(self.prep.out),
             worktree=str(wt.path) if cfg.keep_worktree else None,
         )

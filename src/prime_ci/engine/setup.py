@@ -10,6 +10,7 @@ before any model call.
 
 from __future__ import annotations
 
+import re
 import time
 import tomllib
 from collections.abc import Awaitable, Callable
@@ -21,9 +22,32 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from prime_ci.artifacts.schemas import SetupEntry
 from prime_ci.errors import ConfigError
 from prime_ci.gates.specs import GateSpec, gates_from_commands
+from prime_ci.isolation.redact import redact
+from prime_ci.isolation.untrusted import clean_terminal_text
 from prime_ci.isolation.worktree import read_file_at
 
 DEFAULT_TIMEOUT = 900.0
+TAIL_LINES = 15
+# what a failed install prints when the network, a proxy or a certificate is the problem (pip, uv, npm, pnpm,
+# yarn, curl, git)
+_NETWORK = re.compile(
+    r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|SELF_SIGNED_CERT|UNABLE_TO_(GET|VERIFY)_\w*ISSUER|"
+    r"unable to get local issuer|SSLError|SSL certificate problem|invalid peer certificate|UnknownIssuer|"
+    r"ProxyError|proxy error|Proxy Authentication|tunnel connection failed|"
+    r"ECONNREFUSED|ECONNRESET|ENOTFOUND|ETIMEDOUT|EAI_AGAIN|ENETUNREACH|"
+    r"Name or service not known|Temporary failure in name resolution|Could not resolve host|Connection refused|"
+    r"Network is unreachable|NewConnectionError|ConnectTimeout|error sending request|Failed to fetch|"
+    r"No matching distribution found|dns error", re.IGNORECASE)
+_BUILD = re.compile(
+    r"build backend|BackendUnavailable|Getting requirements to build|metadata-generation-failed|"
+    r"Preparing (editable )?metadata|invalid pyproject\.toml|Failed building (editable|wheel)|"
+    r"Failed to build|subprocess-exited-with-error|node-gyp|gyp ERR", re.IGNORECASE)
+NETWORK_HINT = ("it looks like a network, proxy or certificate problem: setup gets the job's CA and proxy "
+                "variables (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS, PIP_CERT, https_proxy, ...); "
+                "pass any other variable it needs with --pass-env NAME")
+BUILD_HINT = ("the project's build backend failed (the [build-system] requirements or the backend's own "
+              "error, in the log): pip and uv build in an isolated environment with those requirements unless "
+              "given --no-build-isolation")
 
 
 class SetupSpec(BaseModel):
@@ -120,6 +144,22 @@ async def run_all(specs: list[SetupSpec], runner: Runner, say: Callable[[str], N
     return outcomes
 
 
-def failure_detail(outcome: SetupOutcome) -> str:
+def failure_detail(outcome: SetupOutcome, hint: str | None = None) -> str:
     why = f"timed out after {outcome.duration_s:.0f}s" if outcome.timed_out else f"exit {outcome.exit_code}"
-    return f"setup {outcome.name!r} failed ({why}): {outcome.command.strip()[:300]} (log: {outcome.log})"
+    text = f"setup {outcome.name!r} failed ({why}): {outcome.command.strip()[:300]} (log: {outcome.log})"
+    return f"{text}; hint: {hint}" if hint else text
+
+
+def last_lines(output: str, count: int = TAIL_LINES) -> list[str]:
+    """The last non-blank lines of a command's output, redacted and cleaned for a terminal."""
+    lines = [line.rstrip() for line in clean_terminal_text(redact(output)).splitlines() if line.strip()]
+    return [line[:300] for line in lines[-count:]]
+
+
+def failure_hint(output: str) -> str | None:
+    """What a failed setup's output suggests: the network settings (``--pass-env``) or the build backend."""
+    if _NETWORK.search(output):
+        return NETWORK_HINT
+    if _BUILD.search(output):
+        return BUILD_HINT
+    return None

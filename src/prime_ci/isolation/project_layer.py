@@ -5,6 +5,12 @@ It adds the project interpreter's package directories after the environment's ow
 files, so editable installs made in the job stay active) and then points everything that referred to the
 original checkout at the worktree: ``sys.path`` entries and setuptools' editable finders (``MAPPING`` and
 ``NAMESPACES`` of the ``__editable___*_finder`` modules).
+
+Its ``.pth`` line calls ``hook`` each time ``site`` processes the environment's site-packages. pip's isolated
+build environment learns what "the interpreter's own packages" are by processing that directory again with a
+fresh set of known paths and strips whatever that appends from ``sys.path``: so on every later call ``hook``
+appends the entries it added, and the isolated build sees only its own requirements, as it would with the
+interpreter itself (a build needing ``setuptools>=77`` must not import the job's older copy).
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ import site
 import sys
 
 CONFIG = "_prime_ci_layer.json"
+_added: list[str] = []  # the sys.path entries the first apply() added
+_applied: list[bool] = []
 
 
 def _under(path: str, root: str) -> bool:
@@ -46,6 +54,17 @@ def redirect(src: str, dst: str, keep: tuple[str, ...] = ()) -> None:
             for key, value in list(namespaces.items()):
                 if isinstance(value, list):
                     namespaces[key] = [swap(v, src, dst, keep) if isinstance(v, str) else v for v in value]
+
+
+def hook() -> None:
+    """The ``.pth`` line's call: apply once, then on every later processing re-append what was added."""
+    if _applied:
+        sys.path.extend(_added)
+        return
+    _applied.append(True)
+    before = len(sys.path)
+    apply(os.path.dirname(os.path.abspath(__file__)))
+    _added[:] = [p for p in sys.path[before:] if isinstance(p, str)]
 
 
 def apply(config_dir: str) -> None:
@@ -83,7 +102,3 @@ def _redirected_pth_paths(sites: list[str], src: str, dst: str, keep: tuple[str,
                 twin = swap(os.path.normpath(os.path.join(directory, line)), src, dst, keep)
                 if twin.startswith(dst) and twin not in sys.path and os.path.isdir(twin):
                     sys.path.append(twin)
-
-
-if __name__ == "_prime_ci_layer":  # the copy in a project environment, imported by its .pth line
-    apply(os.path.dirname(os.path.abspath(__file__)))

@@ -154,7 +154,8 @@ def create(root: Path, interp: Interpreter, redirect: tuple[str, str] | None) ->
              "keep": [interp.prefix, os.path.realpath(interp.prefix)]}
     (env.site / project_layer.CONFIG).write_text(json.dumps(layer), encoding="utf-8")
     shutil.copyfile(project_layer.__file__, env.site / "_prime_ci_layer.py")
-    (env.site / "_prime_ci_layer.pth").write_text("import _prime_ci_layer\n", encoding="utf-8")
+    hook = "import _prime_ci_layer; _prime_ci_layer.hook()\n"
+    (env.site / "_prime_ci_layer.pth").write_text(hook, encoding="utf-8")
     _script_twins(interp, env)
     return env
 

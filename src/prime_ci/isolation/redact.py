@@ -14,6 +14,8 @@ import re
 import threading
 from urllib.parse import quote, quote_plus
 
+# the userinfo of a URL (``http://user:pass@proxy``): proxy and index settings carry credentials this way
+URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/\s@]+)@")
 SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY|AUTH)", re.IGNORECASE)
 MIN_LENGTH = 8
 MASK = "[REDACTED]"
@@ -51,13 +53,27 @@ def register(value: str) -> None:
         _byte_needles[:] = [n.encode() for n in _needles]
 
 
+def register_url_credentials(value: str) -> int:
+    """Register the credentials in every URL of ``value``: ``user:password`` whole, and the password (or a lone
+    token) on its own; returns how many URLs had some."""
+    found = 0
+    for userinfo in URL_USERINFO.findall(value):
+        found += 1
+        register(userinfo)
+        register(userinfo.partition(":")[2] or userinfo)
+    return found
+
+
 def register_environment(environ: dict[str, str] | None = None) -> int:
-    """Register every environment value whose name looks secret; returns how many."""
+    """Register every environment value whose name looks secret, and the credentials in every URL an
+    environment value holds (proxies, package indexes); returns how many values."""
     env = os.environ if environ is None else environ
     count = 0
     for name, value in env.items():
         if SECRET_NAME.search(name) and len(value) >= MIN_LENGTH:
             register(value)
+            count += 1
+        elif register_url_credentials(value):
             count += 1
     return count
 

@@ -31,6 +31,25 @@ from prime_ci.isolation import seccomp
 # Variables that carry no secrets and that tools commonly need.
 SAFE_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "SHELL", "USER", "LOGNAME", "PYTHONHASHSEED",
             "CI", "GITHUB_ACTIONS", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "RUNNER_TEMP")
+# The job's network settings: CA bundles, proxies, package indexes and registries. Setup commands that have
+# network get them (never the kernel or gates, unless --pass-env names them); credentials in their URLs are
+# registered for redaction at start-up (``redact.register_environment``).
+CA_ENV = ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "PIP_CERT",
+          "NPM_CONFIG_CAFILE", "npm_config_cafile", "GIT_SSL_CAINFO", "GIT_SSL_CAPATH",
+          "YARN_CA_FILE_PATH", "YARN_HTTPS_CA_FILE_PATH")
+PROXY_ENV = tuple(n for name in ("http_proxy", "https_proxy", "no_proxy", "all_proxy", "ftp_proxy")
+                  for n in (name, name.upper()))
+INDEX_ENV = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_FIND_LINKS", "PIP_PROXY",
+             "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX", "UV_FIND_LINKS",
+             "NPM_CONFIG_REGISTRY", "npm_config_registry", "NPM_CONFIG_PROXY", "npm_config_proxy",
+             "NPM_CONFIG_HTTPS_PROXY", "npm_config_https_proxy", "NPM_CONFIG_STRICT_SSL", "npm_config_strict_ssl",
+             "YARN_REGISTRY", "YARN_NPM_REGISTRY_SERVER", "YARN_HTTP_PROXY", "YARN_HTTPS_PROXY",
+             "COREPACK_NPM_REGISTRY", "COREPACK_INTEGRITY_KEYS", "PNPM_REGISTRY", "PIP_CONFIG_FILE",
+             "UV_CONFIG_FILE", "NPM_CONFIG_USERCONFIG",
+             "npm_config_userconfig", "NODE_TLS_REJECT_UNAUTHORIZED", "NODE_USE_ENV_PROXY", "UV_NATIVE_TLS")
+NETWORK_ENV = (*CA_ENV, *PROXY_ENV, *INDEX_ENV)
+# files those settings name: readable in the sandbox even under the hidden home or the private /tmp
+_NETWORK_FILES = (*CA_ENV, "PIP_CONFIG_FILE", "UV_CONFIG_FILE", "NPM_CONFIG_USERCONFIG", "npm_config_userconfig")
 # Host places that commonly hold credentials: hidden even though the rest of the host is readable.
 MASKED = ("/run/secrets", "/var/run/secrets")
 # Where host services keep their sockets: connect() works through a read-only mount, and docker, systemd and
@@ -73,6 +92,18 @@ def scrubbed_env(home: Path, pass_env: list[str] | None = None, extra: dict[str,
     (home / "tmp").mkdir(exist_ok=True)
     env.update(extra or {})
     return env
+
+
+def network_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The job's network settings (``NETWORK_ENV``) as set in ``environ`` (default: this process's)."""
+    env = os.environ if environ is None else environ
+    return {name: env[name] for name in NETWORK_ENV if env.get(name)}
+
+
+def network_files(settings: dict[str, str]) -> list[str]:
+    """Existing files and directories the network settings name (CA bundles, config files)."""
+    return [value for name, value in settings.items() if name in _NETWORK_FILES and value.startswith("/")
+            and os.path.exists(value) and not value.startswith(MASKED) and not _hides(value)]
 
 
 def make_undumpable() -> None:

@@ -8,6 +8,7 @@ host makes therefore runs with an explicit ``--git-dir`` that lives outside the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -29,6 +30,14 @@ HARDENING = (
     "-c", "credential.helper=",
     "-c", "safe.directory=*",
 )
+
+# Environments and build trees (by directory name, anywhere; a directory with one of ENV_MARKERS is an
+# environment whatever its name): never REPO's uncommitted changes, never in an --include-dirty snapshot
+BUILD_TREES = ("node_modules", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox",
+               ".nox", ".venv", ".eggs", "*.egg-info", "build", "dist", ".cache", ".next", ".nuxt", ".turbo",
+               ".parcel-cache", ".gradle", "htmlcov", ".pnpm-store")
+ENV_MARKERS = ("pyvenv.cfg", "conda-meta")
+DIRTY_SHOWN = 50  # REPO's dirty paths kept in result.json (with the total)
 
 IDENTITY = ("-c", "user.name=prime-ci", "-c", "user.email=prime-ci@localhost", "-c", "commit.gpgsign=false")
 
@@ -177,6 +186,38 @@ class Worktree:
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def clear(self, keep: Sequence[str] = ("git", "harness")) -> int:
+        """Delete the checkout and what the run made beside it (scratch home, run environment, caches: a pnpm
+        store or a node_modules tree can take minutes) except ``keep``, which the artifacts still need;
+        returns how many entries went."""
+        count = 0
+        for child in sorted(self.root.iterdir()) if self.root.is_dir() else []:
+            if child.name not in keep:
+                count += _remove_tree(str(child))
+        return count
+
+
+def _remove_tree(top: str) -> int:
+    """``rm -rf top`` (symbolic links are removed, never followed), counting the entries; what cannot be
+    removed is left, as ``shutil.rmtree(ignore_errors=True)`` does."""
+    if os.path.islink(top) or not os.path.isdir(top):
+        with contextlib.suppress(OSError):
+            os.unlink(top)
+        return 1
+    count = 0
+    for parent, dirs, files in os.walk(top, topdown=False):
+        for name in files:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(parent, name))
+        for name in dirs:
+            path = os.path.join(parent, name)
+            with contextlib.suppress(OSError):
+                os.unlink(path) if os.path.islink(path) else os.rmdir(path)
+        count += len(files) + len(dirs)
+    with contextlib.suppress(OSError):
+        os.rmdir(top)
+    return count + 1
+
 
 def is_url(repo: str) -> bool:
     return "://" in repo or repo.startswith("git@") or repo.startswith("file:")
@@ -241,12 +282,30 @@ def commit_directory(src: Path, dest: Path, message: str, *, env: dict[str, str]
     return git_text(["rev-parse", "HEAD"], cwd=dest)
 
 
-def dirty_paths(repo: Path) -> list[str]:
-    """REPO's uncommitted and untracked (not ignored) paths; read-only (no index refresh is written)."""
-    proc = git(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"], cwd=repo, check=False)
+def _status(repo: Path, untracked: str, pathspecs: Sequence[str] = ()) -> list[tuple[str, str]]:
+    proc = git(["status", "--porcelain=v1", "-z", f"--untracked-files={untracked}", "--no-renames", "--", ".",
+                *pathspecs], cwd=repo, check=False)
     if proc.returncode != 0:
         return []
-    return [item[3:].decode(errors="replace") for item in proc.stdout.split(b"\0") if len(item) > 3]
+    return [(item[:2].decode(), item[3:].decode(errors="replace")) for item in proc.stdout.split(b"\0")
+            if len(item) > 3]
+
+
+def build_tree_excludes(repo: Path) -> list[str]:
+    """Pathspecs leaving out REPO's untracked environments and build trees (``BUILD_TREES`` anywhere, and every
+    untracked directory holding a ``pyvenv.cfg`` or ``conda-meta``): what a project does not commit whether or
+    not it ignores it, so never its uncommitted changes."""
+    envs = [name for code, name in _status(repo, "normal") if code == "??" and name.endswith("/")
+            and any((repo / name / marker).exists() for marker in ENV_MARKERS)]
+    return ([f":(exclude,literal){name.rstrip('/')}" for name in envs]
+            + [f":(exclude,glob)**/{tree}/**" for tree in BUILD_TREES])
+
+
+def dirty_paths(repo: Path) -> list[str]:
+    """REPO's uncommitted and untracked (not ignored) paths, without its untracked environments and build trees;
+    read-only (no index refresh is written)."""
+    tracked = [name for code, name in _status(repo, "no")]
+    return tracked + [name for code, name in _status(repo, "all", build_tree_excludes(repo)) if code == "??"]
 
 
 def _snapshot(git_dir: Path, repo: Path, base: str, index: Path) -> str:
@@ -255,7 +314,9 @@ def _snapshot(git_dir: Path, repo: Path, base: str, index: Path) -> str:
     exclude = repo / ".git" / "info" / "exclude"
     extra = ["-c", f"core.excludesFile={exclude}"] if exclude.is_file() else []
     git(["read-tree", base], git_dir=git_dir, env=env)
-    git([*extra, "add", "-A", "--", "."], git_dir=git_dir, work_tree=repo, cwd=repo, env=env)
+    git([*extra, "add", "-u", "--", "."], git_dir=git_dir, work_tree=repo, cwd=repo, env=env)
+    git([*extra, "add", "-A", "--", ".", *build_tree_excludes(repo)], git_dir=git_dir, work_tree=repo, cwd=repo,
+        env=env)
     tree = git_text(["write-tree"], git_dir=git_dir, env=env)
     message = f"prime-ci: snapshot of the uncommitted changes in {repo} (--include-dirty)"
     commit = git_text([*IDENTITY, "commit-tree", tree, "-p", base, "-m", message], git_dir=git_dir)

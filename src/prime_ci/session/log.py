@@ -21,6 +21,7 @@ One writer per log: an exclusive ``flock`` on ``<log>.lock``, which the kernel d
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -122,18 +123,17 @@ class _Lock:
 
     def __init__(self, log_path: Path) -> None:
         self.path = log_path.with_name(log_path.name + ".lock")
-        try:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise PersistenceError(f"cannot open lock file {self.path}: {exc.strerror}") from exc
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            owner = _lock_owner(self.fd)
+        # the holder removes the file when it is done (a finished run leaves no lock among its artifacts): a
+        # lock taken on a file that was removed meanwhile is taken again on the path's current file
+        while True:
+            self.fd = self._take(log_path)
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(self.fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
             os.close(self.fd)
-            if exc.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
-                raise PersistenceError(f"cannot lock {self.path}: {exc.strerror}") from exc
-            raise PersistenceError(f"session log {log_path} is locked by {owner}") from None
         me = {"pid": os.getpid(), "start_time": process_start_time(os.getpid()), "host": socket.gethostname()}
         try:
             os.ftruncate(self.fd, 0)
@@ -142,8 +142,27 @@ class _Lock:
             self.release()
             raise PersistenceError(f"cannot write lock file {self.path}: {exc.strerror}") from exc
 
-    def release(self) -> None:
+    def _take(self, log_path: Path) -> int:
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise PersistenceError(f"cannot open lock file {self.path}: {exc.strerror}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            owner = _lock_owner(fd)
+            os.close(fd)
+            if exc.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
+                raise PersistenceError(f"cannot lock {self.path}: {exc.strerror}") from exc
+            raise PersistenceError(f"session log {log_path} is locked by {owner}") from None
+        return fd
+
+    def release(self, remove: bool = False) -> None:
+        """Drop the lock; ``remove``: the writer is done, so the file goes first (while still held)."""
         if self.fd >= 0:
+            if remove:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path)
             os.close(self.fd)  # drops the flock
             self.fd = -1
 
@@ -388,11 +407,11 @@ class SessionLog:
             if self._failed is None:
                 self.commit()
         finally:
-            self._release()
+            self._release(remove=True)
 
-    def _release(self) -> None:
+    def _release(self, remove: bool = False) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
         if self._lock is not None:
-            self._lock.release()
+            self._lock.release(remove)
