@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -35,7 +36,8 @@ TOOL = {
     },
 }
 MAX_MALFORMED = 3
-__all__ = ["TOOL", "Agent", "Conversation", "Executor", "Stop", "StopReason", "TurnEnd", "log_model", "split_model"]
+__all__ = ["TOOL", "Agent", "Conversation", "Executor", "Stop", "StopReason", "TurnEnd", "log_model", "split_model",
+           "wire_arguments"]
 
 
 def split_model(name: str) -> tuple[str, str]:
@@ -241,7 +243,7 @@ class Agent:
         message: dict[str, Any] = {"role": "assistant", "content": reply.text}
         if reply.tool_calls:
             message["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": wire_arguments(c.arguments)}}
                 for c in reply.tool_calls
             ]
         if reply.thinking_blocks:  # signed thinking Anthropic requires back with tool use; other text never
@@ -254,7 +256,8 @@ class Agent:
         code, problem = _parse_call(first)
         if code is None and self._truncated:
             problem = ("your reply was cut off at the completion token limit in the middle of this tool call, so "
-                       "it was not run. Send a shorter cell: write long files in parts over several cells.")
+                       "it was not run (the call above shows only the part that arrived). Send a shorter cell: "
+                       "write long files in parts over several cells.")
         if code is None:
             self._malformed += 1
             self._tool_result(first, f"Error: {problem}", is_error=True)
@@ -303,6 +306,47 @@ def _parse_call(call: ToolCall) -> tuple[str | None, str]:
     if unknown:
         return None, f"unknown argument(s) {unknown}; expected {{\"code\": str}}"
     return args["code"], ""
+
+
+_CODE_OPEN = re.compile(r'\s*\{\s*"code"\s*:\s*"')
+_LENIENT = json.JSONDecoder(strict=False)  # a raw newline inside the string is still read
+
+
+def wire_arguments(raw: str) -> str:
+    """A tool call's arguments as they go back to the provider in later requests: the model's own text when it
+    is a JSON object, else ``{"code": ...}`` with as much of the code as could be read (``{}`` when none).
+
+    Servers parse the arguments of earlier calls: llama.cpp answers 500 to arguments that are not JSON (empty
+    ones too), vLLM's chat templates and litellm's Anthropic transformation want an object. A cut-off or
+    malformed call would fail every request after it; the session log keeps the raw text (``__raw__``)."""
+    try:
+        parsed = json.loads(raw)
+    except (ValueError, RecursionError):
+        parsed = None
+    if isinstance(parsed, dict):
+        return raw
+    code = parsed if isinstance(parsed, str) else _partial_code(raw)
+    return json.dumps({"code": code}) if code is not None else "{}"
+
+
+def _partial_code(raw: str) -> str | None:
+    """The ``code`` string of arguments cut off (or broken) after ``{"code": "``: what arrived of it."""
+    opened = _CODE_OPEN.match(raw)
+    if opened is None:
+        return None
+    rest = '"' + raw[opened.end():]
+    try:  # the string itself is whole: what broke comes after it
+        code: str = _LENIENT.raw_decode(rest)[0]
+        return code
+    except ValueError:
+        pass
+    for cut in range(len(rest), max(0, len(rest) - 6), -1):  # drop an escape sequence cut in half (\, \u12)
+        try:
+            code = _LENIENT.decode(rest[:cut] + '"')
+            return code
+        except ValueError:
+            continue
+    return None
 
 
 def _args_for_log(call: ToolCall) -> Any:
