@@ -95,6 +95,8 @@ def test_extra_tool_calls_are_refused_and_malformed_calls_stop_the_run(tmp_path:
     kernel = FakeExecutor()
     stop = run(make_agent(tmp_path, model, kernel))
     assert stop.reason == "model_error"
+    assert stop.detail.startswith("scripted/model: 3 malformed tool calls in a row (the last: arguments are not "
+                                  "valid JSON"), stop.detail  # the model and the cause, in the final line
     assert kernel.cells == ["print(1)"], "only the first call of a turn runs; malformed ones never reach the kernel"
     tool_results = [m for m in model.calls[1].messages if m["role"] == "tool"]
     assert len(tool_results) == 2 and "only one tool call per turn" in tool_results[1]["content"]

@@ -15,6 +15,7 @@ from prime_ci.engine.stops import Stop, StopReason
 from prime_ci.errors import ContextOverflow
 from prime_ci.isolation.untrusted import clean_terminal_text
 from prime_ci.kernel.client import CellResult
+from prime_ci.model.providers import endpoint
 from prime_ci.model.routes import Model, ModelReply, ToolCall
 from prime_ci.model.usage import Cost, Usage, estimate_tokens, session_usage
 from prime_ci.session.log import SessionLog
@@ -275,7 +276,8 @@ class Agent:
             self._tool_result(call, "Error: only one tool call per turn is executed; this one was not run.",
                               is_error=True)
         if self._malformed >= MAX_MALFORMED:
-            return Stop(StopReason.MODEL_ERROR, f"{MAX_MALFORMED} malformed tool calls in a row")
+            return Stop(StopReason.MODEL_ERROR, f"{endpoint(self.model)}: {MAX_MALFORMED} malformed tool calls in a "
+                        f"row (the last: {problem[:160]})")
         return None
 
     def _tool_result(self, call: ToolCall, text: str, *, is_error: bool, cell: CellResult | None = None) -> None:

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from prime_ci.engine.stops import StopReason
 from prime_ci.errors import ModelError, PrimeCIError
-from prime_ci.model.providers import Model, ModelReply
+from prime_ci.model.providers import Model, ModelReply, endpoint, seconds
 from prime_ci.model.usage import Usage, tokens_of_chars, usd
 
 MIN_COMPLETION = 16
@@ -55,6 +55,7 @@ class Limits:
     max_wall: float = 1800.0
     max_cost: float | None = None
     max_completion: int = 8192
+    call_timeout: float = MAX_CALL_S  # one metered call, its retries included
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,8 @@ class Budget:
     reserved_cost: float = 0.0
     pricing: Callable[[Model], Price | None] | None = None  # per-token prices of a model, when known
     prices: dict[str, Price | None] = field(default_factory=dict)
+    in_flight: dict[int, tuple[str, float]] = field(default_factory=dict)  # calls waiting: (endpoint, since)
+    cut_short: str = ""  # the call a cancellation (the wall clock, a signal) ended last, said as ``waiting`` says it
 
     @property
     def total_tokens(self) -> int:
@@ -217,7 +220,7 @@ class Budget:
 
     async def call(self, model: Model, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, turn: bool,
                    max_tokens: int | None = None, prompt_tokens: int | None = None, window: int | None = None,
-                   timeout: float = MAX_CALL_S) -> ModelReply:
+                   timeout: float | None = None) -> ModelReply:
         """The metered call: refuse (``BudgetExhausted``) or reserve -> call -> release -> charge.
 
         ``turn``: a root turn (counted, and refused at the turn cap). ``max_tokens`` caps the completion
@@ -232,20 +235,31 @@ class Budget:
         held = self.reserve(estimate, price, max_tokens, window)
         if isinstance(held, StopReason):
             raise BudgetExhausted(held, f"not enough {held.value.removeprefix('max_')} budget left for another call")
-        limit = max(1.0, min(timeout, self.wall_left()))
+        limit = max(1.0, min(self.limits.call_timeout if timeout is None else timeout, self.wall_left()))
+        key = id(held)
+        self.in_flight[key] = endpoint(model), time.monotonic()
         try:
             reply = await asyncio.wait_for(
                 model.complete(messages, tools, max_tokens=held.max_tokens, timeout=limit), limit + GRACE_S)
         except TimeoutError:
             self._abandoned(estimate, price, turn)
-            raise ModelError(f"the model gave no answer within {limit:.0f}s") from None
+            raise ModelError(f"{endpoint(model)}: no answer since {seconds(limit)}") from None
         except asyncio.CancelledError:  # the run's wall clock (or a signal) ended the wait: the request is dropped
             self._abandoned(estimate, price, turn)
+            self.cut_short = self.waiting()
             raise
         finally:
             self.release(held)
+            del self.in_flight[key]
         self.charge(reply.usage, reply.cost_usd, turn=turn)
         return reply
+
+    def waiting(self) -> str:
+        """The longest model call still waiting for its answer, said for a stop that cut it short; "" if none."""
+        if not self.in_flight:
+            return ""
+        where, since = min(self.in_flight.values(), key=lambda call: call[1])
+        return f"a model call to {where} had no answer since {seconds(time.monotonic() - since)}"
 
     def _abandoned(self, estimate: int, price: Price | None, turn: bool) -> None:
         """A call given up before its answer: the provider may still bill the prompt it read."""
