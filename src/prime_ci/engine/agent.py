@@ -17,7 +17,7 @@ from prime_ci.isolation.untrusted import clean_terminal_text
 from prime_ci.kernel.client import CellResult
 from prime_ci.model.providers import endpoint
 from prime_ci.model.routes import Model, ModelReply, ToolCall
-from prime_ci.model.usage import Cost, Usage, estimate_tokens, session_usage
+from prime_ci.model.usage import Cost, TokenRate, Usage, message_chars, session_usage
 from prime_ci.session.log import SessionLog
 
 TOOL = {
@@ -66,34 +66,33 @@ class TurnEnd(Protocol):
 
 @dataclass
 class Conversation:
-    """The provider-format message list plus a running token estimate, so nothing per turn walks the history.
+    """The provider-format message list plus its running size, so nothing per turn walks the history.
 
     ``ids`` holds the session entry id of each message; ``record`` keeps every message ever added, also
-    after a compaction replaced the older ones in ``messages`` (the kernel's ``history``). ``counter`` estimates
-    one message's tokens (the provider's tokenizer where litellm has one).
+    after a compaction replaced the older ones in ``messages`` (the kernel's ``history``). ``chars`` is the size
+    of the messages and the tool list as JSON; ``tokens`` its estimate at ``rate``, the model's calibrated rate
+    (``Budget.rate``).
     """
 
     messages: list[dict[str, Any]] = field(default_factory=list)
     ids: list[str | None] = field(default_factory=list)
     record: list[dict[str, Any]] = field(default_factory=list)
-    counter: Callable[[str], int] = estimate_tokens
-    tokens: int = 0
+    rate: TokenRate = field(default_factory=TokenRate)
+    chars: int = field(default_factory=lambda: message_chars([TOOL]) + 2)  # and the brackets of the message list
 
-    def __post_init__(self) -> None:
-        self.tokens = self._base()
-
-    def _base(self) -> int:
-        return self.counter(json.dumps([TOOL]))
+    @property
+    def tokens(self) -> int:
+        return self.rate.tokens(self.chars)
 
     def add(self, message: dict[str, Any], entry: str | None = None) -> None:
         self.messages.append(message)
         self.ids.append(entry)
         self.record.append(message)
-        self.tokens += self.counter(json.dumps(message, ensure_ascii=False))
+        self.chars += message_chars(message) + 2  # and its separator in the list
 
     def replace(self, messages: list[dict[str, Any]], ids: list[str | None]) -> None:
         self.messages, self.ids = messages, ids
-        self.tokens = self._base() + sum(self.counter(json.dumps(m, ensure_ascii=False)) for m in messages)
+        self.chars = message_chars([TOOL]) + 2 + sum(message_chars(m) + 2 for m in messages)
 
 
 @dataclass
@@ -161,7 +160,7 @@ class Agent:
         window = self.compactor.window if self.compactor is not None else None
         try:
             return await self.budget.call(self.model, self.conversation.messages, [TOOL], turn=True,
-                                          prompt_tokens=self.conversation.tokens, window=window)
+                                          prompt_chars=self.conversation.chars, window=window)
         except ContextOverflow as exc:
             if self.compactor is None:
                 raise
@@ -175,7 +174,7 @@ class Agent:
             if compact and not await self._compact():
                 raise
             return await self.budget.call(self.model, self.conversation.messages, [TOOL], turn=True,
-                                          prompt_tokens=self.conversation.tokens, window=self.compactor.window)
+                                          prompt_chars=self.conversation.chars, window=self.compactor.window)
 
     async def _compact(self) -> bool:
         assert self.compactor is not None

@@ -46,7 +46,6 @@ from prime_ci.model.routes import (
     context_window,
     model_options,
     prices,
-    token_counter,
 )
 from prime_ci.session.log import SessionLog, entry_id
 
@@ -192,8 +191,9 @@ class Run:
         window, source = (cfg.context_window, "--context-window") if cfg.context_window else await context_window(
             self.prep.model)
         self.say(f"context window {window} tokens ({source})")
-        agent.compactor = Compactor(self.prep.model, self.budget, self.log, window)
-        agent.conversation = Conversation(counter=token_counter(self.prep.model))
+        rate = self.budget.rate(self.prep.model)
+        agent.compactor = Compactor(self.prep.model, self.budget, self.log, window, rate=rate, progress=self.say)
+        agent.conversation = Conversation(rate=rate)
         agent.task = clean_terminal_text(cfg.task_text())
         self.agent = self.family.agent = agent
         agent.conversation.add({"role": "system", "content": base_prompt() + environment_section(self.prep, self.setup)

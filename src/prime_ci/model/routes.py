@@ -34,7 +34,7 @@ from prime_ci.model.providers import (
     parse_retry_after,
     unpriced,
 )
-from prime_ci.model.usage import Cost, Usage, UserPrice, estimate_tokens, usage_from
+from prime_ci.model.usage import Cost, Usage, UserPrice, usage_from
 
 __all__ = ["LiteLLMModel", "Model", "ModelOptions", "ModelReply", "ReplayModel", "RetryPolicy", "ToolCall", "Usage",
            "make_model"]
@@ -143,12 +143,6 @@ class LiteLLMModel(RetryingModel):
             provider = litellm.get_llm_provider(self.name)[1]
             self._breakpoints = bool(supports_anthropic_cache_control(self.name, provider))
         return self._breakpoints
-
-    def count_tokens(self, text: str) -> int:
-        """litellm's tokenizer for a model in its table once litellm is loaded; ``ceil(chars/3)`` before."""
-        if _module is None or not table.model_info(self.name):
-            return estimate_tokens(text)
-        return int(_module.token_counter(model=self.name, text=text))
 
     async def attempt(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int, timeout: float
@@ -274,13 +268,6 @@ def completion_limit(model: Model, flag: int | None) -> tuple[int, str | None]:
                                              f"(of {wanted}): replies are not streamed, and longer ones risk "
                                              "provider and proxy idle timeouts")
     return wanted, None
-
-
-def token_counter(model: Model) -> Any:
-    """Tokens of one message's text: the provider's tokenizer through litellm where it has one, else chars/3."""
-    if isinstance(model, LiteLLMModel):
-        return model.count_tokens
-    return estimate_tokens
 
 
 def known_provider(name: str) -> bool:
