@@ -95,6 +95,8 @@ def test_extra_tool_calls_are_refused_and_malformed_calls_stop_the_run(tmp_path:
     kernel = FakeExecutor()
     stop = run(make_agent(tmp_path, model, kernel))
     assert stop.reason == "model_error"
+    assert stop.detail.startswith("scripted/model: 3 malformed tool calls in a row (the last: arguments are not "
+                                  "valid JSON"), stop.detail  # the model and the cause, in the final line
     assert kernel.cells == ["print(1)"], "only the first call of a turn runs; malformed ones never reach the kernel"
     tool_results = [m for m in model.calls[1].messages if m["role"] == "tool"]
     assert len(tool_results) == 2 and "only one tool call per turn" in tool_results[1]["content"]
@@ -268,14 +270,18 @@ def test_compaction_keeps_the_system_prompt_and_task_and_names_kernel_variables(
 
 
 def test_a_compaction_records_the_size_that_crossed_the_threshold(tmp_path: Path) -> None:
-    """``tokensBefore`` is the conversation's own count (a tokenizer's, here 2 characters a token), not chars/3."""
+    """``tokensBefore`` is the conversation's own count at the model's calibrated rate (here 0.4 tokens a
+    character, above the scripted model's 0.25)."""
     model = compacting_model()
     log = SessionLog.create(tmp_path / "session.jsonl", cwd=str(tmp_path))
-    agent = Agent(model, FakeExecutor(default=cell("o" * 3000)), Budget(Limits()), log, _completed,
-                  cell_timeout=60.0, conversation=Conversation(counter=lambda text: len(text) // 2))
+    budget = Budget(Limits())
+    rate = budget.rate(model)
+    rate.observed = 0.4
+    agent = Agent(model, FakeExecutor(default=cell("o" * 3000)), budget, log, _completed,
+                  cell_timeout=60.0, conversation=Conversation(rate=rate))
     agent.conversation.add({"role": "system", "content": "system prompt"})
     agent.give_task("the task")
-    agent.compactor = Compactor(model, agent.budget, log, window=3500)
+    agent.compactor = Compactor(model, agent.budget, log, window=3500, rate=rate)
     crossed: list[int] = []
     model.on_call = lambda call: None if call.tools else crossed.append(agent.conversation.tokens)
     assert run(agent).reason == "completed"

@@ -255,20 +255,9 @@ def test_max_cost_without_a_known_price_is_refused(tmp_path: Path, buggy_repo: P
     assert usage["cost_usd"] == pytest.approx((usage["prompt_tokens"] * 0.5 + usage["completion_tokens"]) / 1e6)
 
 
-def test_the_estimate_uses_litellms_tokenizer_for_a_listed_model() -> None:
-    from prime_ci.model import routes
-
-    text = "def add(a, b):\n    return a - b\n" * 40
-    listed, unlisted = routes.LiteLLMModel(SONNET), routes.LiteLLMModel("openai/my-local-model")
-    litellm = routes.litellm_module()
-    assert listed.count_tokens(text) == litellm.token_counter(model=SONNET, text=text)
-    assert listed.count_tokens(text) != math.ceil(len(text) / 3)
-    assert unlisted.count_tokens(text) == math.ceil(len(text) / 3)  # litellm has no tokenizer for it
-
-
 def test_usage_is_read_alike_from_a_json_body_and_from_litellms_object() -> None:
     from prime_ci.model import providers, routes
-    from prime_ci.model.usage import Usage, estimate_tokens, usage_from
+    from prime_ci.model.usage import Usage, usage_from
 
     openai = {"prompt_tokens": 900, "completion_tokens": 40, "prompt_tokens_details": {"cached_tokens": 512},
               "completion_tokens_details": {"reasoning_tokens": 25}, "cache_creation_input_tokens": 128}
@@ -280,7 +269,6 @@ def test_usage_is_read_alike_from_a_json_body_and_from_litellms_object() -> None
         assert usage_from(litellm.Usage(**{k: v for k, v in body.items() if v is not None})) == expected
     assert usage_from(None) == usage_from({}) == usage_from([]) == Usage()
     assert routes._pricer("openai/my-local-model", None) is providers.unpriced  # one pricer for an unknown price
-    assert routes.token_counter(providers.ReplayModel.__new__(providers.ReplayModel)) is estimate_tokens
 
 
 def test_a_call_abandoned_at_the_wall_limit_is_charged_its_estimate(tmp_path: Path, buggy_repo: Path) -> None:

@@ -112,6 +112,10 @@ class ResultModel(BaseModel):
     snapshot_of: str | None = Field(default=None, description="--include-dirty: the commit the snapshot was taken on")
     out_dir: str | None = None
     worktree: str | None = Field(default=None, description="the kept worktree (--keep-worktree)")
+    context_window: int = Field(default=0, description="the context window the run used, in tokens (the "
+                                "server's /models, litellm's table, --context-window or a default; lowered when "
+                                "the provider refused a prompt as too long); absent when the run ended before the "
+                                "window was looked up")
 
 
 def result_json(**fields: Any) -> dict[str, Any]:

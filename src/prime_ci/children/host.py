@@ -56,7 +56,7 @@ class SharedLedger:
         return self.snapshot.aged(time.monotonic() - self._at)
 
     async def call(self, model: Model, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, turn: bool,
-                   max_tokens: int | None = None, prompt_tokens: int | None = None,
+                   max_tokens: int | None = None, prompt_chars: int | None = None,
                    window: int | None = None) -> ModelReply:
         r = await self._request("child.model", messages=messages, tools=tools, max_tokens=max_tokens,
                                 window=window)

@@ -33,6 +33,8 @@ from prime_ci.isolation import limits
 @click.option("--max-wall", default="30m", show_default=True, help="Wall clock for the whole run.")
 @click.option("--max-cost", type=click.FloatRange(min=0, min_open=True), help="Spend cap in USD.")
 @click.option("--cell-timeout", default="5m", show_default=True, help="One kernel cell.")
+@click.option("--model-timeout", default="5m", show_default=True, help="One model call attempt without an answer "
+              "(then retried).")
 @click.option("--max-gate-retries", type=NONNEG, default=3, show_default=True, help="Failed rounds fed back.")
 @click.option("--max-depth", type=NONNEG, default=1, show_default=True, help="rlm depth.")
 @click.option("--max-children", type=POS, default=4, show_default=True, help="rlm children alive at once.")

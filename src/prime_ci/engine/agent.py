@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -14,8 +15,9 @@ from prime_ci.engine.stops import Stop, StopReason
 from prime_ci.errors import ContextOverflow
 from prime_ci.isolation.untrusted import clean_terminal_text
 from prime_ci.kernel.client import CellResult
+from prime_ci.model.providers import endpoint
 from prime_ci.model.routes import Model, ModelReply, ToolCall
-from prime_ci.model.usage import Cost, Usage, estimate_tokens, session_usage
+from prime_ci.model.usage import Cost, TokenRate, Usage, message_chars, session_usage
 from prime_ci.session.log import SessionLog
 
 TOOL = {
@@ -35,7 +37,8 @@ TOOL = {
     },
 }
 MAX_MALFORMED = 3
-__all__ = ["TOOL", "Agent", "Conversation", "Executor", "Stop", "StopReason", "TurnEnd", "log_model", "split_model"]
+__all__ = ["TOOL", "Agent", "Conversation", "Executor", "Stop", "StopReason", "TurnEnd", "log_model", "split_model",
+           "wire_arguments"]
 
 
 def split_model(name: str) -> tuple[str, str]:
@@ -63,34 +66,33 @@ class TurnEnd(Protocol):
 
 @dataclass
 class Conversation:
-    """The provider-format message list plus a running token estimate, so nothing per turn walks the history.
+    """The provider-format message list plus its running size, so nothing per turn walks the history.
 
     ``ids`` holds the session entry id of each message; ``record`` keeps every message ever added, also
-    after a compaction replaced the older ones in ``messages`` (the kernel's ``history``). ``counter`` estimates
-    one message's tokens (the provider's tokenizer where litellm has one).
+    after a compaction replaced the older ones in ``messages`` (the kernel's ``history``). ``chars`` is the size
+    of the messages and the tool list as JSON; ``tokens`` its estimate at ``rate``, the model's calibrated rate
+    (``Budget.rate``).
     """
 
     messages: list[dict[str, Any]] = field(default_factory=list)
     ids: list[str | None] = field(default_factory=list)
     record: list[dict[str, Any]] = field(default_factory=list)
-    counter: Callable[[str], int] = estimate_tokens
-    tokens: int = 0
+    rate: TokenRate = field(default_factory=TokenRate)
+    chars: int = field(default_factory=lambda: message_chars([TOOL]) + 2)  # and the brackets of the message list
 
-    def __post_init__(self) -> None:
-        self.tokens = self._base()
-
-    def _base(self) -> int:
-        return self.counter(json.dumps([TOOL]))
+    @property
+    def tokens(self) -> int:
+        return self.rate.tokens(self.chars)
 
     def add(self, message: dict[str, Any], entry: str | None = None) -> None:
         self.messages.append(message)
         self.ids.append(entry)
         self.record.append(message)
-        self.tokens += self.counter(json.dumps(message, ensure_ascii=False))
+        self.chars += message_chars(message) + 2  # and its separator in the list
 
     def replace(self, messages: list[dict[str, Any]], ids: list[str | None]) -> None:
         self.messages, self.ids = messages, ids
-        self.tokens = self._base() + sum(self.counter(json.dumps(m, ensure_ascii=False)) for m in messages)
+        self.chars = message_chars([TOOL]) + 2 + sum(message_chars(m) + 2 for m in messages)
 
 
 @dataclass
@@ -158,7 +160,7 @@ class Agent:
         window = self.compactor.window if self.compactor is not None else None
         try:
             return await self.budget.call(self.model, self.conversation.messages, [TOOL], turn=True,
-                                          prompt_tokens=self.conversation.tokens, window=window)
+                                          prompt_chars=self.conversation.chars, window=window)
         except ContextOverflow as exc:
             if self.compactor is None:
                 raise
@@ -172,7 +174,7 @@ class Agent:
             if compact and not await self._compact():
                 raise
             return await self.budget.call(self.model, self.conversation.messages, [TOOL], turn=True,
-                                          prompt_tokens=self.conversation.tokens, window=self.compactor.window)
+                                          prompt_chars=self.conversation.chars, window=self.compactor.window)
 
     async def _compact(self) -> bool:
         assert self.compactor is not None
@@ -241,7 +243,7 @@ class Agent:
         message: dict[str, Any] = {"role": "assistant", "content": reply.text}
         if reply.tool_calls:
             message["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": wire_arguments(c.arguments)}}
                 for c in reply.tool_calls
             ]
         if reply.thinking_blocks:  # signed thinking Anthropic requires back with tool use; other text never
@@ -254,7 +256,8 @@ class Agent:
         code, problem = _parse_call(first)
         if code is None and self._truncated:
             problem = ("your reply was cut off at the completion token limit in the middle of this tool call, so "
-                       "it was not run. Send a shorter cell: write long files in parts over several cells.")
+                       "it was not run (the call above shows only the part that arrived). Send a shorter cell: "
+                       "write long files in parts over several cells.")
         if code is None:
             self._malformed += 1
             self._tool_result(first, f"Error: {problem}", is_error=True)
@@ -272,7 +275,8 @@ class Agent:
             self._tool_result(call, "Error: only one tool call per turn is executed; this one was not run.",
                               is_error=True)
         if self._malformed >= MAX_MALFORMED:
-            return Stop(StopReason.MODEL_ERROR, f"{MAX_MALFORMED} malformed tool calls in a row")
+            return Stop(StopReason.MODEL_ERROR, f"{endpoint(self.model)}: {MAX_MALFORMED} malformed tool calls in a "
+                        f"row (the last: {problem[:160]})")
         return None
 
     def _tool_result(self, call: ToolCall, text: str, *, is_error: bool, cell: CellResult | None = None) -> None:
@@ -303,6 +307,47 @@ def _parse_call(call: ToolCall) -> tuple[str | None, str]:
     if unknown:
         return None, f"unknown argument(s) {unknown}; expected {{\"code\": str}}"
     return args["code"], ""
+
+
+_CODE_OPEN = re.compile(r'\s*\{\s*"code"\s*:\s*"')
+_LENIENT = json.JSONDecoder(strict=False)  # a raw newline inside the string is still read
+
+
+def wire_arguments(raw: str) -> str:
+    """A tool call's arguments as they go back to the provider in later requests: the model's own text when it
+    is a JSON object, else ``{"code": ...}`` with as much of the code as could be read (``{}`` when none).
+
+    Servers parse the arguments of earlier calls: llama.cpp answers 500 to arguments that are not JSON (empty
+    ones too), vLLM's chat templates and litellm's Anthropic transformation want an object. A cut-off or
+    malformed call would fail every request after it; the session log keeps the raw text (``__raw__``)."""
+    try:
+        parsed = json.loads(raw)
+    except (ValueError, RecursionError):
+        parsed = None
+    if isinstance(parsed, dict):
+        return raw
+    code = parsed if isinstance(parsed, str) else _partial_code(raw)
+    return json.dumps({"code": code}) if code is not None else "{}"
+
+
+def _partial_code(raw: str) -> str | None:
+    """The ``code`` string of arguments cut off (or broken) after ``{"code": "``: what arrived of it."""
+    opened = _CODE_OPEN.match(raw)
+    if opened is None:
+        return None
+    rest = '"' + raw[opened.end():]
+    try:  # the string itself is whole: what broke comes after it
+        code: str = _LENIENT.raw_decode(rest)[0]
+        return code
+    except ValueError:
+        pass
+    for cut in range(len(rest), max(0, len(rest) - 6), -1):  # drop an escape sequence cut in half (\, \u12)
+        try:
+            code = _LENIENT.decode(rest[:cut] + '"')
+            return code
+        except ValueError:
+            continue
+    return None
 
 
 def _args_for_log(call: ToolCall) -> Any:

@@ -5,8 +5,9 @@ makes them), compaction and refinement. It refuses a call when a budget is exhau
 worst case, makes the call under the remaining wall clock, releases the reservation and charges what the
 provider reported.
 
-Token rule: the prompt is estimated with the provider's tokenizer where litellm has one for the model, else at
-``ceil(chars / 3)`` of its JSON (``model.usage.tokens_of_chars``: a deliberate over-estimate), and the
+Token rule: the prompt is estimated from the characters of its JSON at the model's calibrated rate
+(``model.usage.TokenRate``: the highest tokens-per-character ratio the provider reported for a whole prompt, plus
+a margin; 2 characters a token before its first count), and every reply's prompt count feeds the rate. The
 completion's ``max_tokens`` is clamped to what is left after that estimate and after what calls in flight hold
 (and to the context window). So the run's total can exceed ``--max-tokens`` only by how
 much the provider's prompt count exceeds the estimate for the last call:
@@ -19,7 +20,6 @@ the wall limit is charged its estimated prompt (and counted in ``abandoned_calls
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import time
 from collections.abc import Callable
@@ -28,8 +28,8 @@ from typing import Any, Protocol
 
 from prime_ci.engine.stops import StopReason
 from prime_ci.errors import ModelError, PrimeCIError
-from prime_ci.model.providers import Model, ModelReply
-from prime_ci.model.usage import Usage, tokens_of_chars, usd
+from prime_ci.model.providers import Model, ModelReply, endpoint, seconds
+from prime_ci.model.usage import TokenRate, Usage, message_chars, usd
 
 MIN_COMPLETION = 16
 WARN_AT = (0.5, 0.8, 0.95)
@@ -55,6 +55,7 @@ class Limits:
     max_wall: float = 1800.0
     max_cost: float | None = None
     max_completion: int = 8192
+    call_timeout: float = MAX_CALL_S  # one metered call, its retries included
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ class Meter(Protocol):
     def turns(self) -> int: ...
 
     async def call(self, model: Model, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, turn: bool,
-                   max_tokens: int | None = None, prompt_tokens: int | None = None,
+                   max_tokens: int | None = None, prompt_chars: int | None = None,
                    window: int | None = None) -> ModelReply: ...
 
     def exhausted(self, *, turn: bool = True) -> StopReason | None: ...
@@ -153,6 +154,9 @@ class Budget:
     reserved_cost: float = 0.0
     pricing: Callable[[Model], Price | None] | None = None  # per-token prices of a model, when known
     prices: dict[str, Price | None] = field(default_factory=dict)
+    rates: dict[str, TokenRate] = field(default_factory=dict)  # per model name, calibrated by every reply
+    in_flight: dict[int, tuple[str, float]] = field(default_factory=dict)  # calls waiting: (endpoint, since)
+    cut_short: str = ""  # the call a cancellation (the wall clock, a signal) ended last, said as ``waiting`` says it
 
     @property
     def total_tokens(self) -> int:
@@ -216,36 +220,53 @@ class Budget:
             self.cost_usd += cost
 
     async def call(self, model: Model, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, turn: bool,
-                   max_tokens: int | None = None, prompt_tokens: int | None = None, window: int | None = None,
-                   timeout: float = MAX_CALL_S) -> ModelReply:
+                   max_tokens: int | None = None, prompt_chars: int | None = None, window: int | None = None,
+                   timeout: float | None = None) -> ModelReply:
         """The metered call: refuse (``BudgetExhausted``) or reserve -> call -> release -> charge.
 
         ``turn``: a root turn (counted, and refused at the turn cap). ``max_tokens`` caps the completion
-        further; ``prompt_tokens`` is the caller's running estimate of ``messages`` (saves measuring them);
+        further; ``prompt_chars`` is the caller's running size of ``messages`` and ``tools`` (saves measuring them);
         ``window``: the model's context window, which prompt and completion must fit together.
         """
         price = await self._price(model)
         if reason := self.exhausted(turn=turn):
             raise BudgetExhausted(reason, f"the {reason.value.removeprefix('max_')} budget is used up")
-        estimate = prompt_tokens if prompt_tokens is not None else tokens_of_chars(
-            len(json.dumps(messages)) + len(json.dumps(tools)))
+        chars = prompt_chars if prompt_chars is not None else message_chars(messages) + message_chars(tools)
+        rate = self.rate(model)
+        estimate = rate.tokens(chars)
         held = self.reserve(estimate, price, max_tokens, window)
         if isinstance(held, StopReason):
             raise BudgetExhausted(held, f"not enough {held.value.removeprefix('max_')} budget left for another call")
-        limit = max(1.0, min(timeout, self.wall_left()))
+        limit = max(1.0, min(self.limits.call_timeout if timeout is None else timeout, self.wall_left()))
+        key = id(held)
+        self.in_flight[key] = endpoint(model), time.monotonic()
         try:
             reply = await asyncio.wait_for(
                 model.complete(messages, tools, max_tokens=held.max_tokens, timeout=limit), limit + GRACE_S)
         except TimeoutError:
             self._abandoned(estimate, price, turn)
-            raise ModelError(f"the model gave no answer within {limit:.0f}s") from None
+            raise ModelError(f"{endpoint(model)}: no answer since {seconds(limit)}") from None
         except asyncio.CancelledError:  # the run's wall clock (or a signal) ended the wait: the request is dropped
             self._abandoned(estimate, price, turn)
+            self.cut_short = self.waiting()
             raise
         finally:
             self.release(held)
+            del self.in_flight[key]
+        rate.observe(chars, reply.usage.prompt_tokens)
         self.charge(reply.usage, reply.cost_usd, turn=turn)
         return reply
+
+    def rate(self, model: Model) -> TokenRate:
+        """The model's tokens per character, shared by everything that estimates its prompts."""
+        return self.rates.setdefault(model.name, TokenRate())
+
+    def waiting(self) -> str:
+        """The longest model call still waiting for its answer, said for a stop that cut it short; "" if none."""
+        if not self.in_flight:
+            return ""
+        where, since = min(self.in_flight.values(), key=lambda call: call[1])
+        return f"a model call to {where} had no answer since {seconds(time.monotonic() - since)}"
 
     def _abandoned(self, estimate: int, price: Price | None, turn: bool) -> None:
         """A call given up before its answer: the provider may still bill the prompt it read."""

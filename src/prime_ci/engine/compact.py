@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from prime_ci.engine.budget import BudgetExhausted, Meter
-from prime_ci.model.routes import Model
-from prime_ci.model.usage import tokens_of_chars
+from prime_ci.model.routes import Model, ModelReply
+from prime_ci.model.usage import TokenRate
 from prime_ci.session.log import SessionLog
 
 THRESHOLD = 0.8  # compact when the estimated prompt passes this share of the window
@@ -27,6 +27,8 @@ TOOL_CLIP = 2000
 TRANSCRIPT_CHARS = 120_000
 SUMMARY_TOKENS = 2000
 MARGIN_TOKENS = 64  # message framing the estimate does not see
+ATTEMPTS = 2  # a summary cut short at its token limit is asked for once more, over half the transcript
+CUT_SHORT = "[this summary was cut short at the summarizer's token limit]"
 
 INSTRUCTIONS = """You are compacting the working context of an autonomous coding agent. Summarize the \
 conversation below so the agent can continue without it. Use exactly these headings:
@@ -89,6 +91,8 @@ class Compactor:
     window: int
     threshold: float = THRESHOLD
     keep: float = KEEP
+    rate: TokenRate = field(default_factory=TokenRate)  # the model's tokens per character (``Budget.rate``)
+    progress: Callable[[str], None] | None = None
 
     def needed(self, tokens: int) -> bool:
         return tokens > self.threshold * self.window
@@ -99,11 +103,11 @@ class Compactor:
         self.window = min(self.window, window if window is not None else max(1000, int(tokens * 0.9)))
 
     def request_shape(self) -> tuple[int, int]:
-        """(transcript chars, summary tokens) for a compaction request that fits the window with its answer:
-        chars/3 over-estimates tokens, so the transcript's real size stays under what is left."""
+        """(transcript chars, summary tokens) for a compaction request that fits the window with its answer, at
+        the model's calibrated rate (an upper bound of what the provider will count)."""
         summary = min(SUMMARY_TOKENS, self.window // 4)
-        left = self.window - summary - tokens_of_chars(len(INSTRUCTIONS) + 200) - MARGIN_TOKENS  # and a focus
-        return max(600, min(TRANSCRIPT_CHARS, left * 3)), summary
+        left = self.window - summary - self.rate.tokens(len(INSTRUCTIONS) + 200) - MARGIN_TOKENS  # and a focus
+        return max(600, min(TRANSCRIPT_CHARS, self.rate.chars(left))), summary
 
     def status(self, tokens: int) -> dict[str, Any]:
         return {"tokens": tokens, "context_window": self.window, "percent": round(100 * tokens / self.window, 1),
@@ -113,7 +117,7 @@ class Compactor:
         """First message kept verbatim: recent messages within the keep share, never a tool result."""
         sizes = [len(json.dumps(m, ensure_ascii=False)) for m in messages]
         # keep at most a quarter of the window, and at most a third of what there is (on-demand compaction)
-        budget_chars = min(int(self.keep * self.window * 3), sum(sizes[start:]) // 3)
+        budget_chars = min(self.rate.chars(int(self.keep * self.window)), sum(sizes[start:]) // 3)
         used, cut = 0, len(messages)
         for i in range(len(messages) - 1, start - 1, -1):
             used += sizes[i]
@@ -137,22 +141,42 @@ class Compactor:
             return None
         assert all(ids[head:]), "a message in the context has no session entry"
         prompt = INSTRUCTIONS + (f"\n\nFocus especially on: {focus[:200]}" if focus else "")
-        transcript, summary_tokens = self.request_shape()
-        request = [{"role": "system", "content": prompt},
-                   {"role": "user", "content": _serialize(messages[head:cut], transcript)}]
-        self.log.commit()  # a commit point: every entry is durable before any model call, this one included
-        try:
-            reply = await self.budget.call(self.model, request, [], turn=False, max_tokens=summary_tokens,
-                                           window=self.window)
-        except BudgetExhausted:
-            return None
-        # the summarizer's spend, so a resume restores it; also the entry a compaction that keeps no message
-        # points at (firstKeptEntryId names an entry; this one adds nothing to the context)
-        spent = self.log.custom("prime_ci.usage", {**self.budget.usage(), "compaction": True})
+        limit = TRANSCRIPT_CHARS
+        for attempt in range(1, ATTEMPTS + 1):
+            transcript, summary_tokens = self.request_shape()  # again: the first call calibrated the rate
+            text = _serialize(messages[head:cut], min(transcript, limit))
+            request = [{"role": "system", "content": prompt}, {"role": "user", "content": text}]
+            self.log.commit()  # a commit point: every entry is durable before any model call, this one included
+            try:
+                reply = await self.budget.call(self.model, request, [], turn=False, max_tokens=summary_tokens,
+                                               window=self.window)
+            except BudgetExhausted:
+                return None
+            # the summarizer's spend, so a resume restores it; also the entry a compaction that keeps no message
+            # points at (firstKeptEntryId names an entry; this one adds nothing to the context)
+            spent = self.log.custom("prime_ci.usage", {**self.budget.usage(), "compaction": True})
+            if not reply.truncated:
+                break
+            self._cut_short(reply, attempt, len(text))
+            limit = len(text) // 2
         names = await kernel_names()
-        summary = summary_text(task, reply.text.strip() or "(the summarizer returned nothing)", names)
+        text = reply.text.strip() or "(the summarizer returned nothing)"
+        summary = summary_text(task, f"{text}\n\n{CUT_SHORT}" if reply.truncated else text, names)
         first_kept = ids[cut] if cut < len(ids) else spent
-        details = {"focus": focus, "kernelNames": names[:200], "messagesSummarized": cut - head}
+        details = {"focus": focus, "kernelNames": names[:200], "messagesSummarized": cut - head,
+                   "summaryCutShort": reply.truncated, "attempts": attempt}
         eid = self.log.append("compaction", summary=summary, firstKeptEntryId=first_kept, tokensBefore=tokens_before,
                               details=details)
         return [messages[0], summary_message(summary), *messages[cut:]], [ids[0], eid, *ids[cut:]]
+
+    def _cut_short(self, reply: ModelReply, attempt: int, transcript: int) -> None:
+        """Say (console and session) that a summary stopped at its token limit, and what happens next."""
+        retry = attempt < ATTEMPTS
+        then = "asking again over half the transcript" if retry else "kept, marked as cut short"
+        text = (f"the compaction summary was cut short at {reply.usage.completion_tokens} tokens "
+                f"(finish_reason=length, {reply.usage.prompt_tokens} prompt tokens, window {self.window}): {then}")
+        self.log.custom("prime_ci.compaction_cut_short", {
+            "attempt": attempt, "retried": retry, "transcript_chars": transcript,
+            "prompt_tokens": reply.usage.prompt_tokens, "completion_tokens": reply.usage.completion_tokens})
+        if self.progress is not None:
+            self.progress(text)

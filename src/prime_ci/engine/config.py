@@ -33,6 +33,7 @@ class RunConfig(BaseModel):
     max_wall: float = 1800.0
     max_cost: float | None = Field(None, gt=0)
     cell_timeout: float = 300.0
+    model_timeout: float = 300.0
     max_gate_retries: int = Field(3, ge=0)
     max_depth: int = Field(1, ge=0)
     max_children: int = Field(4, ge=1)
@@ -62,7 +63,7 @@ class RunConfig(BaseModel):
     # once by ``prepare``; never from repository settings (not a REPO_KEY); recorded, so a resumed run keeps them
     limits: Limits = Field(default_factory=Limits)
 
-    @field_validator("max_wall", "cell_timeout", mode="before")
+    @field_validator("max_wall", "cell_timeout", "model_timeout", mode="before")
     @classmethod
     def _duration(cls, value: Any, info: ValidationInfo) -> float:
         return parse_duration(value, what=f"--{str(info.field_name).replace('_', '-')}")

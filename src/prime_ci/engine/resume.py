@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from prime_ci.engine.agent import wire_arguments
 from prime_ci.engine.compact import summary_message
 from prime_ci.engine.config import RunConfig
 from prime_ci.errors import ConfigError
@@ -54,10 +55,17 @@ def _provider_message(msg: dict[str, Any]) -> dict[str, Any]:
         calls = [p for p in msg["content"] if p.get("type") == "toolCall"]
         if calls:
             out["tool_calls"] = [{"id": p["id"], "type": "function", "function": {
-                "name": p["name"], "arguments": p["arguments"].get("__raw__") if "__raw__" in p.get("arguments", {})
-                else json.dumps(p["arguments"])}} for p in calls]
+                "name": p["name"], "arguments": wire_arguments(_logged_arguments(p.get("arguments", {})))}}
+                for p in calls]
         return out
     return {"role": role, "content": parts_text(msg["content"])}
+
+
+def _logged_arguments(args: Any) -> str:
+    """The arguments text of a logged tool call (raw when they were not JSON)."""
+    if isinstance(args, dict) and isinstance(args.get("__raw__"), str):
+        return str(args["__raw__"])
+    return json.dumps(args)
 
 
 def _context_message(entry: dict[str, Any]) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ from prime_ci.artifacts.schemas import result_json
 from prime_ci.children.family import Family
 from prime_ci.engine import bridge_handlers, finish
 from prime_ci.engine.agent import Agent, Conversation, log_model
-from prime_ci.engine.budget import Budget, Limits
+from prime_ci.engine.budget import MAX_CALL_S, Budget, Limits
 from prime_ci.engine.compact import Compactor
 from prime_ci.engine.environment import environment_section, gate_vars, project_vars, run_setup
 from prime_ci.engine.prepare import Prepared
@@ -46,7 +46,6 @@ from prime_ci.model.routes import (
     context_window,
     model_options,
     prices,
-    token_counter,
 )
 from prime_ci.session.log import SessionLog, entry_id
 
@@ -88,7 +87,8 @@ class Run:
         completion, note = completion_limit(self.prep.model, cfg.max_completion_tokens)
         if note:
             self.say(note)
-        self.budget = Budget(Limits(cfg.max_turns, cfg.max_tokens, cfg.max_wall, cfg.max_cost, completion),
+        self.budget = Budget(Limits(cfg.max_turns, cfg.max_tokens, cfg.max_wall, cfg.max_cost, completion,
+                                    call_timeout=max(MAX_CALL_S, 2 * cfg.model_timeout)),
                              pricing=lambda model: prices(model, options.price))
         if self.resume is None:  # creates --out; an unusable --out is a PersistenceError (exit 6)
             self.log = SessionLog.create(self.prep.out / "session.jsonl", cwd=session_cwd(wt.source))
@@ -120,7 +120,9 @@ class Run:
         try:
             self.stop = await asyncio.wait_for(self._work(env), timeout=max(0.1, self.budget.wall_left()))
         except TimeoutError:
-            self.stop = Stop(StopReason.MAX_WALL, f"wall clock limit {cfg.max_wall:.0f}s reached")
+            waiting = self.budget.waiting() or self.budget.cut_short
+            self.stop = Stop(StopReason.MAX_WALL, f"wall clock limit {cfg.max_wall:.0f}s reached"
+                             + (f" ({waiting}; --model-timeout is {cfg.model_timeout:g}s)" if waiting else ""))
         except asyncio.CancelledError:
             if self.signal_code is None:
                 raise
@@ -187,8 +189,9 @@ class Run:
         window, source = (cfg.context_window, "--context-window") if cfg.context_window else await context_window(
             self.prep.model)
         self.say(f"context window {window} tokens ({source})")
-        agent.compactor = Compactor(self.prep.model, self.budget, self.log, window)
-        agent.conversation = Conversation(counter=token_counter(self.prep.model))
+        rate = self.budget.rate(self.prep.model)
+        agent.compactor = Compactor(self.prep.model, self.budget, self.log, window, rate=rate, progress=self.say)
+        agent.conversation = Conversation(rate=rate)
         agent.task = clean_terminal_text(cfg.task_text())
         self.agent = self.family.agent = agent
         agent.conversation.add({"role": "system", "content": base_prompt() + environment_section(self.prep, self.setup)
@@ -337,6 +340,8 @@ class Run:
 
     def _result(self, exit_code: int, changed: list[str], flags: list[str]) -> dict[str, Any]:
         cfg, wt = self.prep.cfg, self.prep.worktree
+        compactor = self.agent.compactor if self.agent is not None else None
+        window = {"context_window": compactor.window} if compactor is not None else {}
         return result_json(
             version=report.RESULT_VERSION, run_id=self.prep.run_id, stop_reason=self.stop.reason,
             exit_code=exit_code, success=exit_code == 0, detail=self.stop.detail, task=cfg.task_text(),
@@ -348,7 +353,7 @@ class Run:
             rounds=self.judge.round_log, time_to_green_s=time_to_green(self.judge.round_log),
             dirty=wt.dirty[:DIRTY_SHOWN], dirty_count=len(wt.dirty),
             snapshot_of=wt.snapshot_of, out_dir=str(self.prep.out),
-            worktree=str(wt.path) if cfg.keep_worktree else None,
+            worktree=str(wt.path) if cfg.keep_worktree else None, **window,
         )
 
 

@@ -2,8 +2,12 @@
 the replay model.
 
 Retries live here and only here: bounded attempts, exponential backoff with jitter, ``Retry-After``
-honoured, an absolute deadline per attempt (``asyncio.wait_for``, not a read timeout), and no retry for 4xx
-other than 408/409/425/429. The direct route speaks the OpenAI chat-completions protocol with httpx to an
+honoured, an absolute deadline per attempt (``asyncio.wait_for``, not a read timeout: replies are not streamed,
+so a server generating and a server that stopped answering look alike until the answer), and no retry for 4xx
+other than 408/409/425/429. An attempt with no answer within ``RetryPolicy.attempt_timeout``
+(``--model-timeout``) is a retryable failure. Every error names the endpoint and the real cause: a failed
+connection is found in the exception chain, not taken from the client's wrapper (litellm reports a refused
+connection as an HTTP 500). The direct route speaks the OpenAI chat-completions protocol with httpx to an
 ``--api-base`` endpoint (vLLM, llama.cpp, a gateway): litellm's per-call overhead grows with the history
 and exceeds a whole turn of prime-ci's own work, so OpenAI-compatible endpoints skip it.
 """
@@ -15,6 +19,7 @@ import json
 import os
 import random
 import re
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -87,12 +92,21 @@ class Model(Protocol):
     ) -> ModelReply: ...
 
 
+DEFAULT_ATTEMPT_TIMEOUT = 300.0
+
+
+def endpoint(model: Model) -> str:
+    """Where a model's calls go, for messages: the URL or provider, else the model's name."""
+    return str(getattr(model, "where", "") or model.name)
+
+
 @dataclass
 class RetryPolicy:
     attempts: int = 4
     base_delay: float = 1.0
     max_delay: float = 30.0
     max_retry_after: float = 60.0
+    attempt_timeout: float = DEFAULT_ATTEMPT_TIMEOUT  # no answer within this: the attempt failed (retryable)
 
 
 class ProviderError(Exception):
@@ -102,6 +116,32 @@ class ProviderError(Exception):
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
+
+
+_CONNECTION = {ConnectionRefusedError: "connection refused", ConnectionResetError: "connection reset by the server",
+               ConnectionAbortedError: "connection aborted", BrokenPipeError: "connection closed by the server",
+               socket.gaierror: "host name not resolved", TimeoutError: "connection timed out"}
+
+
+def connection_cause(exc: BaseException) -> str | None:
+    """What really failed under a client's error: the operating system's error deepest in the exception chain
+    (``connection refused: [Errno 111] ...``), or None when the chain has none."""
+    found: OSError | None = None
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if type(current).__module__ in ("builtins", "socket") and isinstance(current, OSError):
+            found = current
+        current = current.__cause__ or current.__context__
+    if found is None:
+        return None
+    kind = next((text for cls, text in _CONNECTION.items() if isinstance(found, cls)), "connection failed")
+    return f"{kind}: {found}"
+
+
+def seconds(value: float) -> str:
+    return f"{round(value, 1):g}s"
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -169,10 +209,11 @@ class RetryingModel:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
+            wait = min(remaining, self.policy.attempt_timeout)
             try:
-                reply = await asyncio.wait_for(self.attempt(messages, tools, max_tokens, remaining), remaining)
+                reply = await asyncio.wait_for(self.attempt(messages, tools, max_tokens, wait), wait)
             except TimeoutError:
-                errors.append(f"no complete answer within {remaining:.0f}s")
+                errors.append(f"no answer since {seconds(wait)} (the connection stayed open)")
                 delay = self._backoff(number, None)
             except ProviderError as exc:
                 self._refuse(exc)
@@ -240,7 +281,7 @@ class OpenAICompatModel(RetryingModel):
             content = json.dumps(body, separators=(",", ":")).encode("ascii")
             response = await self._client.post(self.url, content=content, headers={"Content-Type": "application/json"})
         except self._httpx.HTTPError as exc:
-            raise ProviderError(f"{type(exc).__name__}: {exc}") from None
+            raise ProviderError(connection_cause(exc) or f"{type(exc).__name__}: {exc}") from None
         if response.status_code >= 400:
             raise ProviderError(_error_text(response.text), response.status_code,
                                 parse_retry_after(response.headers.get("retry-after")))

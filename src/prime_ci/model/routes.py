@@ -19,6 +19,7 @@ from typing import Any
 from prime_ci.errors import ConfigError
 from prime_ci.model import table
 from prime_ci.model.providers import (
+    DEFAULT_ATTEMPT_TIMEOUT,
     Model,
     ModelReply,
     OpenAICompatModel,
@@ -28,11 +29,12 @@ from prime_ci.model.providers import (
     RetryingModel,
     RetryPolicy,
     ToolCall,
+    connection_cause,
     discover_window,
     parse_retry_after,
     unpriced,
 )
-from prime_ci.model.usage import Cost, Usage, UserPrice, estimate_tokens, usage_from
+from prime_ci.model.usage import Cost, Usage, UserPrice, usage_from
 
 __all__ = ["LiteLLMModel", "Model", "ModelOptions", "ModelReply", "ReplayModel", "RetryPolicy", "ToolCall", "Usage",
            "make_model"]
@@ -91,18 +93,20 @@ CLIENT_TIMEOUT = 3600.0
 @dataclass(frozen=True)
 class ModelOptions:
     """How calls are made, the same for the root and every child: ``--no-cache``, ``--reasoning-effort``,
-    ``--price-per-mtok``, ``--seed``."""
+    ``--price-per-mtok``, ``--seed``, ``--model-timeout``."""
 
     cache: bool = True
     reasoning_effort: str | None = None
     price: UserPrice | None = None
     seed: int | None = None
+    timeout: float = DEFAULT_ATTEMPT_TIMEOUT
 
 
 def model_options(cfg: Any) -> ModelOptions:
     """The model options of a run's settings (``RunConfig``)."""
     price = UserPrice.parse(cfg.price_per_mtok) if cfg.price_per_mtok else None
-    return ModelOptions(cache=cfg.cache, reasoning_effort=cfg.reasoning_effort, price=price, seed=cfg.seed)
+    return ModelOptions(cache=cfg.cache, reasoning_effort=cfg.reasoning_effort, price=price, seed=cfg.seed,
+                        timeout=cfg.model_timeout)
 
 
 class LiteLLMModel(RetryingModel):
@@ -140,12 +144,6 @@ class LiteLLMModel(RetryingModel):
             self._breakpoints = bool(supports_anthropic_cache_control(self.name, provider))
         return self._breakpoints
 
-    def count_tokens(self, text: str) -> int:
-        """litellm's tokenizer for a model in its table once litellm is loaded; ``ceil(chars/3)`` before."""
-        if _module is None or not table.model_info(self.name):
-            return estimate_tokens(text)
-        return int(_module.token_counter(model=self.name, text=text))
-
     async def attempt(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int, timeout: float
     ) -> ModelReply:
@@ -161,6 +159,8 @@ class LiteLLMModel(RetryingModel):
             headers = getattr(exc, "litellm_response_headers", None) or getattr(
                 getattr(exc, "response", None), "headers", None)
             retry_after = parse_retry_after(headers.get("retry-after") if headers else None)
+            if (cause := connection_cause(exc)) is not None:  # litellm calls a failed connection an HTTP 500
+                raise ProviderError(cause) from None
             message = str(getattr(exc, "message", "") or exc)
             raise ProviderError(f"{type(exc).__name__}: {message}", status if isinstance(status, int) else None,
                                 retry_after) from None
@@ -270,13 +270,6 @@ def completion_limit(model: Model, flag: int | None) -> tuple[int, str | None]:
     return wanted, None
 
 
-def token_counter(model: Model) -> Any:
-    """Tokens of one message's text: the provider's tokenizer through litellm where it has one, else chars/3."""
-    if isinstance(model, LiteLLMModel):
-        return model.count_tokens
-    return estimate_tokens
-
-
 def known_provider(name: str) -> bool:
     """Whether litellm can route ``provider/model``: its data files answer at once for nearly every provider;
     for the rest litellm itself is asked (an import of a few seconds, only then)."""
@@ -307,6 +300,7 @@ def make_model(name: str, *, api_base: str | None = None, policy: RetryPolicy | 
     ``PRIME_CI_ROUTE=litellm``); anything else through litellm."""
     if name.startswith("replay:"):
         return ReplayModel(Path(name.removeprefix("replay:")))
+    policy = policy or RetryPolicy(attempt_timeout=options.timeout)
     if "/" not in name:
         raise ConfigError(f"--model: expected a litellm id like openai/gpt-4o or replay:FILE, got {name!r}")
     if name.startswith("openai/") and api_base and os.environ.get("PRIME_CI_ROUTE", "direct") != "litellm":

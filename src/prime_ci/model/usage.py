@@ -4,25 +4,58 @@
 prompt cache (``cache_read_tokens``, ``cache_write_tokens``); ``reasoning_tokens`` are part of
 ``completion_tokens``. Prime Agent's ``input`` is the uncached remainder.
 
-Where no tokenizer is at hand, text is estimated at ``ceil(chars / 3)`` tokens (``estimate_tokens``): a deliberate
-over-estimate, as real tokenizers average 3.5-4 characters per token on code and prose.
+A prompt's tokens are estimated from its characters (its messages and tools as JSON) at a rate calibrated from
+the provider's own counts (``TokenRate``): no fixed characters-per-token figure is an upper bound (small models'
+tokenizers average 2.5 characters a token on code), and the provider's count is what its window is measured in.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+PRIOR_TOKENS_PER_CHAR = 0.5  # before the provider has counted a prompt: 2 characters a token
+MARGIN = 1.1  # over the highest rate seen: the next prompt is the last one plus a little of anything
+# no tokenizer spends more on JSON text (byte-level fallback on non-Latin scripts included): a count above it is a
+# gateway's or a script's invention, not a rate, and would shrink every window to a sliver
+MAX_TOKENS_PER_CHAR = 2.0
+
+
+@dataclass
+class TokenRate:
+    """Tokens per character of one model's prompts: the highest ratio of a whole prompt's reported tokens to its
+    characters seen so far (times ``MARGIN``), the prior before the first count. A prompt grows by appending, so
+    its ratio moves slowly from one call to the next; a provider that still refuses it as too long is handled by
+    the caller (compact, ask for less)."""
+
+    observed: float = 0.0
+
+    @property
+    def per_char(self) -> float:
+        return self.observed * MARGIN if self.observed > 0 else PRIOR_TOKENS_PER_CHAR
+
+    def tokens(self, chars: int) -> int:
+        return math.ceil(chars * self.per_char)
+
+    def chars(self, tokens: int) -> int:
+        return max(0, math.floor(tokens / self.per_char))
+
+    def observe(self, chars: int, prompt_tokens: int) -> None:
+        """One call's prompt: its characters as estimated, the tokens the provider counted."""
+        if chars > 0 and 0 < prompt_tokens <= chars * MAX_TOKENS_PER_CHAR:
+            self.observed = max(self.observed, prompt_tokens / chars)
+
+
+def message_chars(message: Any) -> int:
+    """What one message (or the tool list) counts for in a prompt's size."""
+    return len(json.dumps(message, ensure_ascii=False))
+
 
 def estimate_tokens(text: str) -> int:
-    """Tokens of ``text`` without a tokenizer: ``ceil(chars / 3)``."""
-    return tokens_of_chars(len(text))
-
-
-def tokens_of_chars(chars: int) -> int:
-    """The same estimate from a length alone (no string built just to be measured)."""
-    return math.ceil(chars / 3)
+    """Tokens of ``text`` at the prior rate (before any provider count)."""
+    return TokenRate().tokens(len(text))
 
 
 def usd(value: float) -> str:

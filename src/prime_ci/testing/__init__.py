@@ -110,8 +110,9 @@ class ScriptedServer:
     - `min_cache_tokens`: shorter prefixes are not cached; None means 0 (Messages) or 1024 (auto_cache).
 
     `strict` rejects, on the OpenAI path, what local servers do: an assistant message with null or no
-    ``content`` (500, as llama.cpp / llama-cpp-python), a tool message without ``tool_call_id`` or
-    tool-call arguments that are not a string (400). `context_window` adds vLLM's ``max_model_len`` and
+    ``content`` or with tool-call arguments that are not JSON, empty ones included (500, as llama.cpp /
+    llama-cpp-python), a tool message without ``tool_call_id`` or tool-call arguments that are not a string
+    (400). `context_window` adds vLLM's ``max_model_len`` and
     llama.cpp's ``meta.n_ctx`` to /v1/models and answers 400 (vLLM's or Anthropic's wording) when the
     prompt plus the requested completion does not fit. A rejected request is recorded (step_kind
     "rejected", `rejected` = the message) and consumes no step, so a resend continues the script.

@@ -91,12 +91,26 @@ def strict_problem(body: Body) -> tuple[int, str] | None:
     for i, m in indexed:
         if m.get("role") != "assistant":
             continue
+        for j, call in enumerate(m.get("tool_calls") or []):
+            if (problem := _arguments_problem(call["function"]["arguments"])) is not None:
+                return 500, f"Failed to parse tool call arguments as JSON: messages[{i}].tool_calls[{j}]: {problem}"
         if "content" not in m:
             return 500, (f"Failed to parse messages: Expected 'content' (ref: "
                          f"https://github.com/ggml-org/llama.cpp/issues/8367); messages[{i}] (assistant) has none")
         if m["content"] is None:
             return 500, (f"Failed to apply chat template: messages[{i}] (assistant) has \"content\": null and the "
                          "template concatenates it as a string: can only concatenate str (not \"NoneType\") to str")
+    return None
+
+
+def _arguments_problem(arguments: str) -> str | None:
+    """Why llama.cpp cannot read earlier tool-call arguments (it parses them to render the chat template)."""
+    try:
+        json.loads(arguments)
+    except ValueError as exc:
+        return f"[json.exception.parse_error] {exc} in {arguments[:80]!r}"
+    except RecursionError:
+        return "[json.exception.parse_error] nested too deeply"
     return None
 
 

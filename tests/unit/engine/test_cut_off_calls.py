@@ -1,0 +1,85 @@
+"""Issue 23 item 8: a reply cut off inside a tool call never goes back to the provider in a form it rejects."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import make_repo, run_prime
+from prime_ci.engine.agent import Agent, wire_arguments
+from prime_ci.engine.budget import Budget, Limits
+from prime_ci.engine.resume import rebuild
+from prime_ci.engine.stops import Stop, StopReason
+from prime_ci.model.providers import ModelReply, ToolCall
+from prime_ci.model.usage import Usage
+from prime_ci.session.log import SessionLog, read_session
+from prime_ci.testing import ScriptedServer, ipython, reply, tool_call
+from prime_ci.testing.fakes import FakeExecutor, ScriptedModel, text_reply
+
+CUT = '{"code": "open(\'big.py\', \'w\').write(\'\'\'\\nline 1\\nli'
+
+
+@pytest.mark.parametrize(("raw", "sent"), [
+    ('{"code": "print(1)"}', '{"code": "print(1)"}'),  # whole: the model's own text, byte for byte
+    (CUT, json.dumps({"code": "open('big.py', 'w').write('''\nline 1\nli"})),
+    ('{"code": "x = \'\\u00', json.dumps({"code": "x = '"})),  # an escape cut in half is dropped
+    ('{"code": "a\\', json.dumps({"code": "a"})),
+    ('{"code": "print(2)", "cod', json.dumps({"code": "print(2)"})),  # broken after a whole string
+    ('"print(3)"', json.dumps({"code": "print(3)"})),
+    ("", "{}"),
+    ("{", "{}"),
+    ("[1, 2]", "{}"),
+    ("[" * 100_000, "{}"),  # too deep for the parser
+])
+def test_arguments_sent_back_are_a_json_object(raw: str, sent: str) -> None:
+    assert wire_arguments(raw) == sent
+    assert isinstance(json.loads(wire_arguments(raw)), dict)
+
+
+async def _completed() -> Stop | str:
+    return Stop(StopReason.COMPLETED, "turn ended")
+
+
+def test_a_cut_off_call_is_sent_back_readable_told_as_cut_off_and_logged_raw(tmp_path: Path) -> None:
+    cut = ModelReply("", [ToolCall("call_cut", "ipython", CUT)], Usage(), None, "length", "scripted/model")
+    model = ScriptedModel([cut, text_reply("done")])
+    kernel = FakeExecutor()
+    log = SessionLog.create(tmp_path / "session.jsonl", cwd=str(tmp_path))
+    agent = Agent(model, kernel, Budget(Limits()), log, _completed, cell_timeout=60.0)
+    agent.conversation.add({"role": "system", "content": "system prompt"})
+    agent.give_task("the task")
+
+    assert asyncio.run(agent.run()).reason is StopReason.COMPLETED
+    assert kernel.cells == []  # nothing of a cut-off call runs
+    *_, sent, told = model.calls[1].messages
+    arguments = json.loads(sent["tool_calls"][0]["function"]["arguments"])
+    assert arguments == {"code": "open('big.py', 'w').write('''\nline 1\nli"}
+    assert told["role"] == "tool" and "cut off at the completion token limit" in told["content"]
+    assert "not run" in told["content"]
+    log.close()
+    session = read_session(log.path, strict=True)
+    logged = next(p for e in session.entries if e.get("type") == "message"
+                  for p in e["message"]["content"] if p.get("type") == "toolCall")
+    assert logged["arguments"] == {"__raw__": CUT}  # the session keeps what the model wrote
+    assert rebuild(session).messages == agent.conversation.messages[1:]  # a resume sends the same
+
+
+def test_a_strict_server_run_cut_off_inside_a_tool_call_goes_on_to_the_next_turn(tmp_path: Path) -> None:
+    """Acceptance 4, through the CLI against the strict scripted server (llama.cpp's 500 on unreadable arguments)."""
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n", ".gitignore": ".prime-ci/\n"})
+    cut = reply(None, [tool_call("ipython", CUT)], finish_reason="length")
+    empty = reply(None, [tool_call("ipython", "")], finish_reason="length")
+    steps = [cut, empty, ipython("open('small.py', 'w').write('x = 1\\n')"), reply("done")]
+    with ScriptedServer(steps, strict=True) as srv:
+        run = run_prime(tmp_path, repo, srv, "--gate", "python small.py")
+        rejected, requests = srv.rejected, srv.chat_requests
+    assert run.code == 0, run.proc.stderr
+    assert not rejected, [r.rejected for r in rejected]
+    assert len(requests) == 4 and run.result["usage"]["turns"] == 4
+    last = requests[-1].body["messages"]
+    sent = [c["function"]["arguments"] for m in last if m["role"] == "assistant" for c in m.get("tool_calls", [])]
+    assert [json.loads(a) for a in sent[:2]] == [{"code": "open('big.py', 'w').write('''\nline 1\nli"}, {}]
+    assert "small.py" in run.result["changed_files"]
