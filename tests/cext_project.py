@@ -19,6 +19,7 @@ PyMODINIT_FUNC PyInit__calc(void) { return PyModule_Create(&module); }
 """
 
 FILES = {
+    "pyproject.toml": '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n',
     "setup.py": ("from setuptools import Extension, setup\n\n"
                  "setup(name='fastcalc', version='0.1', packages=['fastcalc'],\n"
                  "      ext_modules=[Extension('fastcalc._calc', ['fastcalc/_calc.c'])])\n"),

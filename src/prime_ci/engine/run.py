@@ -280,6 +280,9 @@ class Run:
             self.say(f"gates skipped: unchanged since round {self.judge.rounds} (still failing)")
         elif isinstance(outcome, str) or outcome.reason is not StopReason.COMPLETED:
             broken = self.judge.builds.failed() if self.judge.builds else None
+            if broken is not None:
+                state = "timed out" if broken.timed_out else f"FAILED (exit {broken.exit_code})"
+                self.say(f"build {broken.name}: {state} in {broken.duration_s:.1f}s -> {broken.log}; gates not run")
             for r in [] if broken else self.judge.last:
                 self.say(f"gate {r.name}: {'pass' if r.passed else 'FAIL'} (exit {r.exit_code}, {r.duration_s:.1f}s)")
         return outcome
