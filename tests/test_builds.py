@@ -56,4 +56,5 @@ def test_an_editable_install_builds_offline_into_the_run_environment(tmp_path: P
     editable = "python -m pip install -q --no-build-isolation --no-deps -e ."
     run = run_prime(tmp_path, repo, server, "--build", editable, "--sandbox", SANDBOX,
                     "--gate", "python -c 'from fastcalc import add; assert add(2, 3) == 5'")
+    assert run.code == 0, run.proc.stderr + (run.out / "build" / "pip.log").read_text()
     assert run.result["changed_files"] == ["fastcalc/_calc.c"] and ".so" not in (run.out / "patch.diff").read_text()

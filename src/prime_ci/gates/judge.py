@@ -82,9 +82,12 @@ class Judge:
         if failed is None:
             return None
         self._last_fingerprint = workspace_fingerprint(self.worktree, self.exclude)
-        self.round_log.append({"round": self.rounds, "kind": "build", "passed": False, "gates": [failed.name],
-                               "duration_s": round(time.monotonic() - started, 3), "on_demand": on_demand,
-                               "at_s": round(self.clock(), 3)})
+        entry: dict[str, Any] = {"round": self.rounds, "kind": "build", "passed": False, "gates": [failed.name],
+                                 "duration_s": round(time.monotonic() - started, 3), "on_demand": on_demand,
+                                 "at_s": round(self.clock(), 3)}
+        self.round_log.append(entry)
+        # a failed round, as resume counts rounds
+        self.log.custom("prime_ci.gate", {**entry, "results": [o.model_dump() for o in outcomes]})
         return self.builds.feedback(failed)
 
     async def _full(self, only: str | None) -> list[GateResult]:

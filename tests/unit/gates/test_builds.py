@@ -16,6 +16,8 @@ from conftest import make_repo
 from prime_ci.artifacts.schemas import schemas
 from prime_ci.engine.agent import Agent, Stop
 from prime_ci.engine.budget import Budget, Limits
+from prime_ci.engine.environment import Standalone, standalone
+from prime_ci.engine.resume import rebuild
 from prime_ci.errors import ConfigError
 from prime_ci.gates import protect
 from prime_ci.gates.builds import Builder
@@ -25,6 +27,7 @@ from prime_ci.isolation.limits import Limits as BoxLimits
 from prime_ci.isolation.worktree import Worktree, create_worktree
 from prime_ci.kernel.client import CellResult
 from prime_ci.session.log import SessionLog
+from prime_ci.session.read import read_session
 from prime_ci.testing.fakes import FakeExecutor, ScriptedModel, cell, text_reply, tool_reply
 
 BUILD_RE = "running build_ext"
@@ -102,6 +105,8 @@ def test_a_c_fix_is_built_before_each_round_and_only_the_source_is_in_the_patch(
     assert judge.builds is not None and judge.builds.hidden() == [], "the rebuilt module is the build's output"
     assert [(o.name, o.passed) for o in judge.builds.last] == [("python", True)]
     assert BUILD_RE in (tmp_path / "out" / "build" / "python.log").read_text()
+    state = rebuild(read_session(tmp_path / "out" / "session.jsonl"))
+    assert (state.gate_rounds, state.failed_rounds) == (3, 2), "a resumed run counts the failed build's round"
 
 
 def test_a_module_the_model_built_by_hand_is_replaced_by_the_builds(tmp_path: Path) -> None:
@@ -161,3 +166,15 @@ def test_build_tables_in_gate_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="duplicate build name"):
         collect_builds(["make"], [spec.model_copy(update={"name": "make"})])
     assert "build" in schemas()["gates"]["properties"] and "build" in schemas()["result"]["properties"]
+
+
+def test_prime_ci_gates_runs_the_builds_first_and_no_gate_after_a_failed_one(tmp_path: Path) -> None:
+    wt = worktree(tmp_path)
+    options = Standalone(sandbox="off", python=sys.executable, builds=collect_builds([BUILD], []))
+    check = gates_from_commands(["python -c 'from fastcalc import add; assert add(2, 3) == -1'"])
+    [gate] = asyncio.run(standalone(check, wt.path, tmp_path / "logs" / "gates", options, print))
+    assert gate.passed and gate.name == "python", "built first, so the gate imported the (buggy) module"
+    (wt.path / "fastcalc" / "_calc.c").write_text("not C\n")
+    [broken] = asyncio.run(standalone(check, wt.path, tmp_path / "logs" / "gates", options, print))
+    assert (broken.name, broken.passed) == ("build: python", False)
+    assert broken.log_path == tmp_path / "logs" / "build" / "python.log"
