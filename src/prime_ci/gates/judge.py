@@ -189,6 +189,9 @@ class Judge:
         what = ("build failed" if build_feedback is not None else
                 "fast rerun still failing" if fast_feedback is not None else "failed")
         header = f"Gate round {self.rounds}: {what} (retry {self.failed_rounds}/{self.max_retries}).\n"
+        if build_feedback is None and self.builds is not None and self.builds.last:
+            built = ", ".join(o.name for o in self.builds.last)
+            header += f"The builds ran first ({built}: ok), so the gates tested what your sources build to.\n"
         return header + (fast_feedback or "\n" + feedback_message(self.last))
 
     def _last_feedback(self) -> str:

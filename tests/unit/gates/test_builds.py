@@ -96,6 +96,7 @@ def test_a_c_fix_is_built_before_each_round_and_only_the_source_is_in_the_patch(
     assert "error:" in first and "Full log: build/python.log" in first
     second = feedback(model, 4)  # after the wrong fix: it built, and the tests ran against the new module
     assert "Gate round 2: failed" in second and "assert 1 == 5" in second, second
+    assert "The builds ran first (python: ok)" in second
     assert [(r["kind"], r["passed"]) for r in judge.round_log] == [
         ("build", False), ("full", False), ("fast", True), ("full", True)]
 
