@@ -120,7 +120,7 @@ def test_load_valid_file(tmp_path: Path) -> None:
         ('[[gate]]\nname = "t"\ncommand = "x"\nenv = { A = 1 }\n', "gates.toml: gate[0].env.A: input should be"),
         ('[[gate]]\nname = "t"\ncommand = "x\n', "gates.toml: invalid TOML"),
         ('title = "x"\n', "gates.toml: unknown top-level key 'title'"),
-        ("# nothing\n", "gates.toml: no [[gate]] or [[setup]] tables"),
+        ("# nothing\n", "gates.toml: no [[gate]], [[setup]] or [[build]] tables"),
         ('gate = "x"\n', "gates.toml: gate: must be [[gate]] tables"),
     ],
 )
