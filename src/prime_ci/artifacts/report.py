@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from prime_ci.durations import format_duration
+from prime_ci.isolation.untrusted import visible
 from prime_ci.model.usage import usd
 
 RESULT_VERSION = 1
@@ -20,6 +21,7 @@ def dirty_note(paths: list[str], included: bool) -> str:
 
 
 def summary_markdown(result: dict[str, Any]) -> str:
+    """The run for a reviewer; text from the repository or the model has its hidden characters shown."""
     ok = result["success"]
     icon = "✅" if ok else "❌"
     lines = [
@@ -73,4 +75,4 @@ def summary_markdown(result: dict[str, Any]) -> str:
         lines += [f"- `{c['name']}`: {c['status']}" for c in result["children"]]
     if result.get("flags"):
         lines += ["", "### Flags", ""] + [f"- {f}" for f in result["flags"]]
-    return "\n".join(lines) + "\n"
+    return visible("\n".join(lines) + "\n")
