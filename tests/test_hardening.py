@@ -26,27 +26,6 @@ def private_tmp(tmp_path: Path) -> dict[str, str]:
     return {"TMPDIR": str(tmp_path / "tmp")}
 
 
-@pytest.mark.parametrize(("setting", "key"), [
-    ('untrusted-file = "/etc/hostname"', "untrusted-file"),
-    ('task-file = "README.md"', "task-file"),
-    ('task = "exfiltrate"', "task"),
-    ('model = "anthropic/claude-sonnet-4-5"', "model"),
-    ("max-tokens = 5000000", "max-tokens"),
-    ('max-wall = "3h"', "max-wall"),
-    ("max-children = 64", "max-children"),
-    ("refine = true", "refine"),
-    ('limits = "memory=64GiB,pids=none"', "limits"),
-])
-def test_repository_settings_cannot_choose_the_model_the_task_or_raise_budgets(
-        tmp_path: Path, setting: str, key: str) -> None:
-    repo = make_repo(tmp_path / "repo", {**BUGGY, "prime-ci.toml": setting + "\n"})
-    proc = run_cli(["run", str(repo), "--task", "x", *LOCAL, "--out", str(tmp_path / "out")], cwd=tmp_path,
-                   env=private_tmp(tmp_path))
-    assert proc.returncode == 2, proc.stderr
-    assert key.replace("-", "_") in proc.stderr.replace("-", "_"), proc.stderr
-    assert not (tmp_path / "out").exists() and not list((tmp_path / "tmp").iterdir())
-
-
 def test_repository_settings_may_lower_budgets(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", {**BUGGY, "prime-ci.toml": "max-turns = 1\nmax-tokens = 900000\n"})
     with ScriptedServer([reply("done")]) as srv:

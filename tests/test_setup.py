@@ -116,16 +116,6 @@ def test_setup_tables_in_prime_ci_toml(tmp_path: Path, server: ScriptedServer) -
     assert run.result["gates"][0]["passed"]
 
 
-def test_repository_settings_cannot_name_host_paths(tmp_path: Path) -> None:
-    for text, needle in (('python = "/usr/bin/python3"\n', "python"),
-                         ('[sandbox]\nread = ["/etc"]\n', "sandbox.read"),
-                         ('include-dirty = true\n', "include-dirty")):
-        repo = make_repo(tmp_path / f"repo-{needle}", {**BUGGY, "prime-ci.toml": text})
-        proc = run_cli(["run", str(repo), "--task", "x", "--model", "openai/x", "--api-base", "http://127.0.0.1:9/v1"],
-                       cwd=tmp_path)
-        assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
-
-
 def test_gates_command_uses_the_run_sandbox_and_reach(tmp_path: Path, buggy_repo: Path) -> None:
     """`prime-ci gates` has a run's semantics: the project's interpreter, the sandbox (CWD writable, the rest of
     the host read-only), files named by absolute path and $RUNNER_TEMP visible, other host temp files not."""

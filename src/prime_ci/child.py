@@ -15,8 +15,10 @@ import tempfile
 from pathlib import Path
 
 from prime_ci.children import TOKEN_VAR
+from prime_ci.isolation.box import RUN_VAR
 from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.sandbox import Sandbox
+from prime_ci.kernel.bridge import run_dir
 from prime_ci.kernel.launch import KernelConfig, launch
 
 
@@ -25,7 +27,8 @@ def main(spec_path: Path) -> int:
     # the token proving this child to the root never touches the disk (spec.json is readable in the sandbox when
     # --out is) and leaves the environment before the kernel is started with it
     spec["token"] = os.environ.pop(TOKEN_VAR, "")
-    bridge_dir = Path(tempfile.mkdtemp(prefix="pci-"))  # short: unix socket paths are capped at 108 bytes
+    marker = os.environ.get(RUN_VAR, "")
+    bridge_dir = run_dir(marker) if marker else Path(tempfile.mkdtemp(prefix="pci-"))
     scratch = Path(spec["scratch"])
     scratch.mkdir(parents=True, exist_ok=True)
     sandbox = Sandbox.from_json(spec.get("sandbox"))

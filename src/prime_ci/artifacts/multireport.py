@@ -12,6 +12,7 @@ from prime_ci.artifacts import durable
 from prime_ci.artifacts.schemas import ResultModel
 from prime_ci.durations import format_duration
 from prime_ci.errors import ConfigError
+from prime_ci.isolation.untrusted import visible
 
 REPORT_VERSION = 1
 MAX_FILES_SHOWN = 100
@@ -139,7 +140,7 @@ def _markdown(rows: list[dict[str, Any]], totals: dict[str, Any]) -> str:
     lines += [f"- `{_cell(f)}`" for f in files[:MAX_FILES_SHOWN]] or ["(none)"]
     if len(files) > MAX_FILES_SHOWN:
         lines.append(f"- … and {len(files) - MAX_FILES_SHOWN} more (see the JSON report)")
-    return "\n".join(lines) + "\n"
+    return visible("\n".join(lines) + "\n")
 
 
 def aggregate(out_dirs: list[Path]) -> tuple[str, dict[str, Any]]:

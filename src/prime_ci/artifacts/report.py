@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from prime_ci.durations import format_duration
+from prime_ci.isolation.untrusted import visible
 from prime_ci.model.usage import usd
 
 RESULT_VERSION = 1
@@ -34,6 +35,7 @@ def _commands_table(title: str, entries: list[dict[str, Any]]) -> list[str]:
 
 
 def summary_markdown(result: dict[str, Any]) -> str:
+    """The run for a reviewer; text from the repository or the model has its hidden characters shown."""
     ok = result["success"]
     icon = "✅" if ok else "❌"
     lines = [
@@ -81,4 +83,4 @@ def summary_markdown(result: dict[str, Any]) -> str:
         lines += [f"- `{c['name']}`: {c['status']}" for c in result["children"]]
     if result.get("flags"):
         lines += ["", "### Flags", ""] + [f"- {f}" for f in result["flags"]]
-    return "\n".join(lines) + "\n"
+    return visible("\n".join(lines) + "\n")

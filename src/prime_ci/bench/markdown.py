@@ -10,6 +10,7 @@ from urllib.parse import quote
 from prime_ci.bench.model import BenchReport, Comparison, Interval, Summary, TaskResult, ThresholdCheck
 from prime_ci.bench.stats import run_key
 from prime_ci.durations import format_duration
+from prime_ci.isolation.untrusted import visible
 
 RECORDED_NOTE = ("recorded sessions (replay) — these numbers show the machinery, not a model's ability; "
                  "run with --model for real numbers")
@@ -253,4 +254,4 @@ def render(report: BenchReport) -> str:
     if report.thresholds:
         lines += _thresholds(report.thresholds)
     lines += _tasks(report)
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return visible("\n".join(lines).rstrip("\n") + "\n")

@@ -103,9 +103,12 @@ class Suite:
     tasks: list[Task]
 
 
-def load_suite(path: Path, *, mirror: Path | None = None) -> Suite:
+def load_suite(path: Path, *, mirror: Path | None = None, task_roots: list[Path] | None = None) -> Suite:
     """A suite file: ``.toml`` (``[defaults]`` + ``[[task]]``), ``.jsonl``/``.json`` of tasks, or SWE-bench
-    instances (recognised by ``instance_id``; their repositories are looked up in ``mirror``)."""
+    instances (recognised by ``instance_id``; their repositories are looked up in ``mirror``).
+
+    A task file's text is sent to the model, so it must lie in the suite's directory (symlinks resolved) or in
+    one of ``task_roots``, the directories the operator allowed (``--task-files-from``)."""
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -129,7 +132,8 @@ def load_suite(path: Path, *, mirror: Path | None = None) -> Suite:
         if mirror is None:
             raise ConfigError(f"suite {path}: SWE-bench instances need --mirror DIR (a directory of local clones)")
         rows = [_swe_task(r, mirror) for r in rows]
-    tasks = [_task(path, i, row, base) for i, row in enumerate(rows, 1)]
+    roots = [base, *(r.resolve() for r in task_roots or [])]
+    tasks = [_task(path, i, row, base, roots) for i, row in enumerate(rows, 1)]
     if not tasks:
         raise ConfigError(f"suite {path}: no tasks")
     seen: set[str] = set()
@@ -154,7 +158,7 @@ def _json_rows(path: Path, data: bytes) -> list[dict[str, Any]]:
     return rows
 
 
-def _task(path: Path, index: int, row: dict[str, Any], base: Path) -> Task:
+def _task(path: Path, index: int, row: dict[str, Any], base: Path, roots: list[Path]) -> Task:
     try:
         task = Task.model_validate(row)
     except ValidationError as exc:
@@ -175,6 +179,10 @@ def _task(path: Path, index: int, row: dict[str, Any], base: Path) -> Task:
         value = getattr(task, key)
         if value and "\n" not in value and not Path(value).is_file():
             raise ConfigError(f"suite {path}: task {task.id}: {key} not found: {value}")
+    if task.task_file and not any(Path(task.task_file).resolve().is_relative_to(r) for r in roots):
+        raise ConfigError(f"suite {path}: task {task.id}: task_file {task.task_file} is outside the suite's "
+                          f"directory {base} (its text is sent to the model): move it there, or allow its "
+                          "directory with --task-files-from DIR")
     if not is_url(task.repo) and not Path(task.repo).is_dir():
         raise ConfigError(f"suite {path}: task {task.id}: repository not found: {task.repo}")
     return task

@@ -12,33 +12,48 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from prime_ci.children.family import NAME
 from prime_ci.errors import ConfigError
 from prime_ci.session.log import read_session
 
 
 def export_prime_agent(out: Path, dest: Path) -> list[Path]:
-    """Copy the sessions of the run in ``out`` under ``dest``; returns the files written, the root's first."""
+    """Copy the sessions of the run in ``out`` under ``dest``; returns the files written, the root's first.
+
+    Every id that becomes a file or directory name is checked before anything is written: ids are data from
+    the session files, and one that is not a plain name (``../x``, an absolute path) is refused.
+    """
     root_path = out / "session.jsonl"
     if not root_path.is_file():
         raise ConfigError(f"export: {root_path} not found")
     root = read_session(root_path)
-    root_id = str(root.header.get("id") or "")
-    if not root_id:
+    if not root.header.get("id"):
         raise ConfigError(f"export: {root_path} has no session header")
-    written = [_copy(root_path, dest / "sessions" / f"{root_id}.jsonl")]
+    root_id = _plain(root.header["id"], "session id", root_path)
+    copies = [(root_path, dest / "sessions" / f"{root_id}.jsonl")]
     dirs = {"root": dest / "session-artifacts" / root_id}
     for entry in root.entries:  # spawn order: a parent is always spawned before its children
         data = entry.get("data") if entry.get("customType") == "prime_ci.child" else None
         if not isinstance(data, dict) or data.get("event") != "spawned":
             continue
         parent_dir = dirs.get(str(data.get("parent")))
-        source = out / "children" / Path(str(data.get("session_dir", ""))).name / "session.jsonl"
+        rlm_id = _plain(data.get("rlm_child_id"), "rlm_child_id", root_path)
+        name = _plain(Path(str(data.get("session_dir", ""))).name, "child session directory", root_path)
+        source = out / "children" / name / "session.jsonl"
         if parent_dir is None or not source.is_file():
             continue  # a child that never started writes no session
-        child_id = str(read_session(source).header.get("id") or data["rlm_child_id"])
-        dirs[str(data["rlm_child_id"])] = parent_dir / str(data["rlm_child_id"])
-        written.append(_copy(source, dirs[str(data["rlm_child_id"])] / f"{child_id}.jsonl"))
-    return written
+        child_id = _plain(read_session(source).header.get("id") or rlm_id, "session id", source)
+        dirs[rlm_id] = parent_dir / rlm_id
+        copies.append((source, dirs[rlm_id] / f"{child_id}.jsonl"))
+    return [_copy(source, target) for source, target in copies]
+
+
+def _plain(value: object, what: str, where: Path) -> str:
+    """``value`` if it is a plain name: one path component, nothing a path could climb with."""
+    if not isinstance(value, str) or not NAME.fullmatch(value):
+        raise ConfigError(f"export: {where}: {what} {ascii(value)[:80]} is not a plain name "
+                          "(letters, digits, . _ -); nothing was exported")
+    return value
 
 
 def _copy(source: Path, target: Path) -> Path:

@@ -103,7 +103,7 @@ class Family:
                           f"{self.max_depth})")
         child_id = f"sub-{secrets.token_hex(4)}"
         name = str(name) if name is not None else f"{_slug(task)}-{child_id[4:8]}"
-        if not NAME.match(name) or name in ("all", "root", "parent"):
+        if not NAME.fullmatch(name) or name in ("all", "root", "parent"):
             raise Refused(f"rlm name {name!r} is not allowed (letters, digits, . _ -; at most 64)")
         if any(m.name == name for m in self.children_of(parent)):
             raise Refused(f"rlm name {name!r} is already used by a sibling")

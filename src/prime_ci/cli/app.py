@@ -24,6 +24,9 @@ def console() -> Any:
 
 
 def say(text: str) -> None:
+    from prime_ci.isolation.untrusted import visible
+
+    text = visible(text)  # names and commands from the repository: bidi and control characters shown, not obeyed
     if sys.stderr.isatty():
         console().print(f"[dim]prime-ci:[/dim] {text}", markup=True)
     else:  # CI logs: plain lines, without rich's per-line rendering cost (nor its markup parser if no tags)

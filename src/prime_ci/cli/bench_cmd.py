@@ -55,6 +55,9 @@ FRACTION = click.FloatRange(0, 1)
 @click.option("--shard", callback=_shard, metavar="i/N", help="Run every N-th task, starting with the i-th.")
 @click.option("--mirror", type=click.Path(file_okay=False, path_type=Path), help="Local clones for SWE-bench "
               "instances (owner__name, owner/name or name).")
+@click.option("--task-files-from", "task_roots", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+              help="A directory outside the suite's own whose files a task's task_file may name (repeatable; "
+              "their text is sent to the model).")
 @click.option("--python", help="The interpreter of tasks that name none (default: each run's own choice: REPO's "
               ".venv, else python3 on PATH).")
 @click.option("--sandbox", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True)
@@ -68,8 +71,9 @@ FRACTION = click.FloatRange(0, 1)
 @click.option("--json", "json_output", is_flag=True, help="Print bench.json on stdout at the end.")
 def bench(args: tuple[str, ...], demo: bool, merge: bool, harnesses: tuple[str, ...], harness_repo: Path,
           model: str | None, api_base: str | None, jobs: int, repeat: int, shard: tuple[int, int] | None,
-          mirror: Path | None, python: str | None, sandbox: str, out: Path, min_solve_rate: float | None,
-          max_regression: float | None, attach_to: Path | None, json_output: bool) -> int:
+          mirror: Path | None, task_roots: tuple[Path, ...], python: str | None, sandbox: str, out: Path,
+          min_solve_rate: float | None, max_regression: float | None, attach_to: Path | None,
+          json_output: bool) -> int:
     """Run a task suite (TOML, JSONL, or SWE-bench instances) as ordinary runs and report solve rates; with two
     --harness, a paired A/B. Exit 0 when it finished, 1 when --min-solve-rate/--max-regression fail."""
     from prime_ci.bench import report as reports
@@ -84,14 +88,14 @@ def bench(args: tuple[str, ...], demo: bool, merge: bool, harnesses: tuple[str, 
     if demo == bool(args) or len(args) > 1:
         raise click.UsageError("give one SUITE file, or --demo")
     report = run_bench(Path(args[0]) if args else None, list(harnesses), harness_repo, model, api_base, jobs, repeat,
-                     shard, mirror, sandbox, out, limits, attach_to, python)
+                     shard, mirror, sandbox, out, limits, attach_to, python, list(task_roots))
     return 130 if report is None else _finish(report, out, json_output)
 
 
 def run_bench(suite_path: Path | None, harnesses: list[str], harness_repo: Path, model: str | None,
               api_base: str | None, jobs: int, repeat: int, shard: tuple[int, int] | None, mirror: Path | None,
               sandbox: str, out: Path, limits: Any, attach_to: Path | None = None,
-              python: str | None = None) -> BenchReport | None:
+              python: str | None = None, task_roots: list[Path] | None = None) -> BenchReport | None:
     """A bench to its report (OUT/bench.json, bench.md, and the report returned); None when it was interrupted.
     Thresholds are the caller's to act on."""
     from prime_ci.bench import prepare
@@ -107,7 +111,7 @@ def run_bench(suite_path: Path | None, harnesses: list[str], harness_repo: Path,
 
         suite_path = SUITE
         harnesses = harnesses or harness_dirs()
-    suite = load_suite(suite_path, mirror=mirror)
+    suite = load_suite(suite_path, mirror=mirror, task_roots=task_roots)
     if model and (problem := model_problem(model, api_base)):
         raise ConfigError(problem)
     host_setup()

@@ -10,6 +10,12 @@ from typing import Any
 import click
 
 from prime_ci.cli.app import cli, say
+from prime_ci.isolation.untrusted import visible
+
+
+def _show(text: str, nl: bool = True) -> None:
+    """Model-written harness text for a reviewer's terminal: hidden and control characters shown, not obeyed."""
+    click.echo(visible(text), nl=nl)
 
 
 def _harness_store(path: Path, *, must_exist: bool = True) -> Any:
@@ -23,7 +29,7 @@ def _harness_store(path: Path, *, must_exist: bool = True) -> Any:
 def _echo_diff(store: Any, changeset: Any) -> None:
     for op in changeset.ops:
         rel = store.path(op.kind, op.name).relative_to(store.root).as_posix()
-        click.echo(op.diff(rel), nl=False)
+        _show(op.diff(rel), nl=False)
 
 
 HARNESS_DIR = click.option("--harness", "harness_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
@@ -44,7 +50,7 @@ def harness_list(harness_dir: Path) -> int:
 
     entries = _harness_store(harness_dir).list()
     for e in entries:
-        click.echo(f"{e.kind:<9} {e.name:<28} {e.trust:<9} {one_line(e.description, 80)}")
+        _show(f"{e.kind:<9} {e.name:<28} {e.trust:<9} {one_line(e.description, 80)}")
     if not entries:
         say("the harness has no entries")
     return 0
@@ -56,7 +62,7 @@ def harness_list(harness_dir: Path) -> int:
 @HARNESS_DIR
 def harness_show(kind: str, name: str, harness_dir: Path) -> int:
     """Print one entry file (frontmatter and body)."""
-    click.echo(_harness_store(harness_dir).read(kind, name).render(), nl=False)
+    _show(_harness_store(harness_dir).read(kind, name).render(), nl=False)
     return 0
 
 
@@ -71,9 +77,9 @@ def harness_log(harness_dir: Path, json_output: bool) -> int:
         if json_output:
             click.echo(json.dumps(cs.to_json(), ensure_ascii=False))
             continue
-        click.echo(f"{cs.id}  {cs.ts}  {cs.trigger:<8}  run {cs.source_run or '-'}  {one_line(cs.rationale, 70)}")
+        _show(f"{cs.id}  {cs.ts}  {cs.trigger:<8}  run {cs.source_run or '-'}  {one_line(cs.rationale, 70)}")
         for op in cs.ops:
-            click.echo(f"    {op.op:<6} {op.target}" + (f"  ({one_line(op.evidence, 70)})" if op.evidence else ""))
+            _show(f"    {op.op:<6} {op.target}" + (f"  ({one_line(op.evidence, 70)})" if op.evidence else ""))
     return 0
 
 

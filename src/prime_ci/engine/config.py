@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -86,8 +88,16 @@ LOWER_ONLY = ("max_turns", "max_tokens", "max_wall", "max_cost", "cell_timeout",
 ALIASES = {"gates": "gate", "gates_files": "gates_file", "gates-file": "gates_file"}
 
 
-def file_settings(repo_dir: Path) -> dict[str, Any]:
-    """Settings from ``prime-ci.toml`` (preferred) or ``pyproject.toml [tool.prime-ci]`` in repo_dir."""
+Warn = Callable[[str], None]
+# the repository may name its interpreter by command name only: a host program run with ``-I -c`` to probe it
+_PYTHON_NAME = re.compile(r"(python|pypy)[0-9.]*")
+
+
+def file_settings(repo_dir: Path, warn: Warn) -> dict[str, Any]:
+    """Settings from ``prime-ci.toml`` (preferred) or ``pyproject.toml [tool.prime-ci]`` in repo_dir.
+
+    The repository is input under review, so nothing in it can stop a run: a setting it may not set, or sets
+    malformed, is left out with one warning naming it; a file that is not TOML is ignored whole."""
     for name, pick in (("prime-ci.toml", lambda d: d), ("pyproject.toml", _tool_section)):
         path = repo_dir / name
         if not path.is_file() or path.is_symlink():
@@ -95,7 +105,9 @@ def file_settings(repo_dir: Path) -> dict[str, Any]:
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{name}: invalid TOML: {exc}") from None
+            warn(f"{name}: not valid TOML ({str(exc).splitlines()[0][:120]}): the repository's settings are "
+                 "ignored")
+            return {}
         section = pick(data)
         if section is None:
             continue
@@ -103,35 +115,41 @@ def file_settings(repo_dir: Path) -> dict[str, Any]:
         for key, value in section.items():
             norm = ALIASES.get(key, key).replace("-", "_")
             if norm == "sandbox" and isinstance(value, dict):
-                out["sandbox_ro"] = _sandbox_table(name, value)
+                norm, value = "sandbox_ro", value.get("read", [])
+                if unknown := sorted(set(section[key]) - {"read"}):
+                    warn(f"{name}: sandbox.{unknown[0]} ignored: unknown setting (the sandbox mode is a "
+                         "command-line flag)")
+            if problem := _repo_problem(norm, value):
+                warn(f"{name}: {key!r} ignored: {problem}")
                 continue
-            if norm == "python" and (not isinstance(value, str) or "/" in value):
-                raise ConfigError(f"{name}: python: a command name found on PATH (e.g. 'python3.12'), not a path: "
-                                  "repository settings may not name files outside the worktree (use --python)")
-            if norm in RunConfig.model_fields and norm not in REPO_KEYS:
-                raise ConfigError(f"{name}: {key!r} may only be set on the command line (the repository's own "
-                                  "settings cannot choose the model, the task, files outside the worktree or the "
-                                  "sandbox)")
-            if norm not in REPO_KEYS:
-                raise ConfigError(f"{name}: unknown setting {key!r}")
             out[norm] = value
         return out
     return {}
 
 
-def _sandbox_table(name: str, table: dict[str, Any]) -> list[str]:
-    """``[sandbox] read = [...]``: in repository settings, only paths inside the worktree (relative, no '..')."""
-    unknown = sorted(set(table) - {"read"})
-    if unknown:
-        raise ConfigError(f"{name}: sandbox.{unknown[0]}: unknown setting (the sandbox mode is a command-line flag)")
-    paths = table.get("read", [])
-    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
-        raise ConfigError(f"{name}: sandbox.read: must be a list of paths")
-    for p in paths:
-        if not p or p.startswith(("/", "~")) or ".." in Path(p).parts:
-            raise ConfigError(f"{name}: sandbox.read: {p!r}: repository settings may only name paths inside the "
-                              "worktree (use --sandbox-ro for others)")
-    return list(paths)
+def _repo_problem(norm: str, value: Any) -> str | None:
+    """Why the repository may not set ``norm`` to ``value`` (None: it may)."""
+    if norm in RunConfig.model_fields and norm not in REPO_KEYS:
+        return ("may only be set by the operator (the repository's own settings cannot choose the model, the task, "
+                "files outside the worktree or the sandbox)")
+    if norm not in REPO_KEYS:
+        return "unknown setting"
+    if norm == "python" and not (isinstance(value, str) and _PYTHON_NAME.fullmatch(value)):
+        return ("a python command name found on PATH (e.g. 'python3.12'), not a path or another program: "
+                "use --python")
+    if norm == "sandbox_ro" and (not isinstance(value, list) or not all(isinstance(p, str) for p in value)):
+        return "sandbox.read must be a list of paths"
+    if norm in ("sandbox_ro", "gates_file") and isinstance(value, list):
+        for p in value:
+            if not isinstance(p, str) or not p or p.startswith(("/", "~")) or ".." in Path(p).parts:
+                return f"{p!r}: repository settings may only name paths inside the worktree"
+    try:
+        RunConfig.model_validate({norm: value})
+    except ValidationError as exc:
+        return str(exc.errors()[0]["msg"])
+    except ConfigError as exc:  # the duration fields' own check
+        return str(exc).split(": ", 1)[-1]
+    return None
 
 
 def _validated(settings: dict[str, Any]) -> RunConfig:
@@ -153,21 +171,24 @@ def _task_problem(text: str) -> str | None:
 
 
 def _tool_section(data: dict[str, Any]) -> dict[str, Any] | None:
-    section = data.get("tool", {}).get("prime-ci")
+    tool = data.get("tool")
+    section = tool.get("prime-ci") if isinstance(tool, dict) else None
     return section if isinstance(section, dict) else None
 
 
-def build_config(flags: dict[str, Any], from_file: dict[str, Any]) -> RunConfig:
+def build_config(flags: dict[str, Any], from_file: dict[str, Any], warn: Warn) -> RunConfig:
     """Flags (only those given explicitly) win over file settings; defaults fill the rest. The repository's
-    budgets may only lower the operator's (the flag, else the default)."""
+    budgets may only lower the operator's (the flag, else the default): a higher one is ignored with a warning."""
     operator = _validated(flags)
-    cfg = _validated({**from_file, **flags})
+    repo = dict(from_file)
     for key in LOWER_ONLY:
-        if key in from_file and key not in flags:
-            mine, theirs = getattr(operator, key), getattr(cfg, key)
+        if key in repo and key not in flags:
+            mine, theirs = getattr(operator, key), getattr(_validated({key: repo[key]}), key)
             if mine is not None and (theirs is None or theirs > mine):
-                raise ConfigError(f"repository settings: {key.replace('_', '-')} = {theirs} would raise the "
-                                  f"operator's {mine}: a repository may only lower budgets")
+                warn(f"repository settings: {key.replace('_', '-')} = {theirs} ignored: it would raise the "
+                     f"operator's {mine} (a repository may only lower budgets)")
+                del repo[key]
+    cfg = _validated({**repo, **flags})
     if (cfg.task is None) == (cfg.task_file is None):
         raise ConfigError("exactly one of --task or --task-file is required")
     if cfg.task_file is not None and not cfg.task_file.is_file():
@@ -185,9 +206,14 @@ def build_config(flags: dict[str, Any], from_file: dict[str, Any]) -> RunConfig:
             raise ConfigError(f"--price-per-mtok: {exc}") from None
     if cfg.max_cost is not None and cfg.price_per_mtok is None and not cfg.model.startswith("replay:") \
             and not table.is_priced(cfg.model):
-        raise ConfigError(f"--max-cost: the price of {cfg.model} is unknown (litellm's model table does not list "
-                          "it), so spend cannot be capped: pass --price-per-mtok IN,OUT[,CACHED] (USD per million "
-                          "tokens), or drop --max-cost")
+        if "max_cost" not in flags:
+            warn(f"repository settings: max-cost = {cfg.max_cost} ignored: the price of {cfg.model} is unknown "
+                 "(the operator may pass --price-per-mtok)")
+            cfg = cfg.model_copy(update={"max_cost": None})
+        else:
+            raise ConfigError(f"--max-cost: the price of {cfg.model} is unknown (litellm's model table does not "
+                              "list it), so spend cannot be capped: pass --price-per-mtok IN,OUT[,CACHED] (USD per "
+                              "million tokens), or drop --max-cost")
     if cfg.propose and not cfg.harness_branch:
         raise ConfigError("--propose needs --harness-branch")
     return cfg

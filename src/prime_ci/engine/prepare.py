@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from prime_ci.engine import repo_values
 from prime_ci.engine import setup as setup_phase
 from prime_ci.engine.config import RunConfig, build_config, file_settings
 from prime_ci.engine.resume import ResumeState, plan
@@ -62,7 +63,9 @@ def prepare(flags: dict[str, Any], say: Callable[[str], None]) -> Prepared:
     worktree = create_worktree(str(flags.get("repo", ".")), flags.get("ref"),
                                include_dirty=bool(flags.get("include_dirty")))
     try:
-        cfg = build_config(flags, file_settings(worktree.path))
+        warn = repo_values.warner(say)
+        from_repo = file_settings(worktree.path, warn)
+        cfg = repo_values.admit(build_config(flags, from_repo, warn), worktree, set(from_repo) - set(flags), warn)
         gates = load_gates(cfg, worktree)
         setup = load_setup(cfg, worktree)
         builds = collect_builds(cfg.build, builds_from_texts(gate_texts(cfg, worktree)))

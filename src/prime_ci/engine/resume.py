@@ -25,6 +25,7 @@ from prime_ci.isolation import limits
 from prime_ci.isolation.box import run_needle
 from prime_ci.isolation.procs import sweep
 from prime_ci.isolation.worktree import Worktree, create_worktree
+from prime_ci.kernel.bridge import remove_run_dirs
 from prime_ci.session.log import SessionFile, read_session
 from prime_ci.session.read import parts_text
 
@@ -173,6 +174,8 @@ def plan(out: Path, *, salvage: bool) -> ResumePlan:
     state = rebuild(session)
     if info.get("marker") and (stray := sweep(run_needle(info["marker"]))):
         state.notes.append(f"{stray} process(es) left over from the interrupted run were stopped.")
+    if info.get("marker"):  # its cgroups went with the sweep; its bridges' socket directories are left
+        remove_run_dirs(info["marker"])
     wt_info = info["worktree"]
     wt = Worktree(Path(wt_info["path"]), Path(wt_info["git_dir"]), info["base_commit"], Path(wt_info["root"]),
                   wt_info["source"], [".prime-ci"])

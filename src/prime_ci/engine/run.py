@@ -38,7 +38,7 @@ from prime_ci.isolation.sandbox import scrubbed_env
 from prime_ci.isolation.untrusted import clean_terminal_text, fence
 from prime_ci.isolation.worktree import DIRTY_SHOWN, GitError, is_url
 from prime_ci.kernel.api import PRELOAD
-from prime_ci.kernel.bridge import Bridge
+from prime_ci.kernel.bridge import Bridge, run_dir
 from prime_ci.kernel.client import CellResult, Kernel, KernelConfig
 from prime_ci.kernel.output import cell_text
 from prime_ci.model.routes import (
@@ -67,8 +67,8 @@ class Run:
     log: SessionLog = field(init=False)
     judge: Judge = field(init=False)
     kernel: Kernel | None = None
-    bridge: Bridge = field(default_factory=Bridge)  # the root kernel's
-    child_bridge: Bridge = field(default_factory=Bridge)  # the rlm children's hosts'
+    bridge: Bridge = field(init=False)  # the root kernel's
+    child_bridge: Bridge = field(init=False)  # the rlm children's hosts'
     family: Family | None = None
     resume: ResumeState | None = None
     salvage: bool = False
@@ -81,6 +81,9 @@ class Run:
     marker: str = field(default_factory=lambda: entry_id() + entry_id())
     gate_env: dict[str, str] = field(default_factory=dict)
     setup: list[SetupOutcome] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.bridge, self.child_bridge = Bridge(run_dir(self.marker)), Bridge(run_dir(self.marker))
 
     async def execute(self) -> dict[str, Any]:
         cfg, wt = self.prep.cfg, self.prep.worktree

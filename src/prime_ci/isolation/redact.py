@@ -3,6 +3,8 @@
 Secrets are registered from the host's environment at start-up (provider keys, tokens, passwords) and by
 name with ``register``. Each value is masked raw and as base64 (all three alignments), hex, URL- and
 JSON-escaped, and reversed, so a model that was talked into "encoding" a key does not get it into a log.
+Each form is also masked with Unicode format characters (zero-width, bidi, soft hyphen: category Cf) between
+its characters, which display as nothing: text with none of them takes the plain substring path.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import re
 import threading
 from urllib.parse import quote, quote_plus
 
+from prime_ci.isolation.untrusted import FORMAT_CHARS
+
 # the userinfo of a URL (``http://user:pass@proxy``): proxy and index settings carry credentials this way
 URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/\s@]+)@")
 SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY|AUTH)", re.IGNORECASE)
@@ -24,6 +28,27 @@ _lock = threading.Lock()
 _needles: list[str] = []
 _byte_needles: list[bytes] = []
 _values: set[str] = set()
+_pattern: re.Pattern[str] | None = None  # every needle, format characters allowed between its characters
+
+
+def _format_chars() -> list[str]:
+    """The characters of the ``FORMAT_CHARS`` class (single characters and ``a-b`` ranges)."""
+    chars, i = [], 0
+    while i < len(FORMAT_CHARS):
+        if i + 2 < len(FORMAT_CHARS) and FORMAT_CHARS[i + 1] == "-":
+            chars += [chr(c) for c in range(ord(FORMAT_CHARS[i]), ord(FORMAT_CHARS[i + 2]) + 1)]
+            i += 3
+        else:
+            chars.append(FORMAT_CHARS[i])
+            i += 1
+    return chars
+
+
+_FORMAT = re.compile(f"[{FORMAT_CHARS}]")
+_FORMAT_ENCODED = frozenset(c.encode() for c in _format_chars())
+# the first bytes of a format character that the end of a chunk cut
+_FORMAT_CUT = frozenset(e[:n] for e in _FORMAT_ENCODED for n in range(1, len(e)))
+CARRY_LIMIT = 64 * 1024  # a stream holds back at most this much of a secret spread with format characters
 
 
 def variants(value: str) -> set[str]:
@@ -51,6 +76,9 @@ def register(value: str) -> None:
         _needles.extend(variants(value))
         _needles.sort(key=len, reverse=True)
         _byte_needles[:] = [n.encode() for n in _needles]
+        global _pattern
+        gap = f"[{FORMAT_CHARS}]*"
+        _pattern = re.compile("|".join(gap.join(map(re.escape, n)) for n in _needles))
 
 
 def register_url_credentials(value: str) -> int:
@@ -82,11 +110,21 @@ def redact(text: str) -> str:
     for needle in _needles:
         if needle in text:
             text = text.replace(needle, MASK)
-    return text
+    return text if text.isascii() or not _FORMAT.search(text) else _redact_spread(text)
+
+
+def _redact_spread(text: str) -> str:
+    """``text`` with the needles written with format characters between their characters masked. The costly
+    pattern runs only when the text without format characters holds a needle."""
+    folded = _FORMAT.sub("", text)
+    if _pattern is None or not any(needle in folded for needle in _needles):
+        return text
+    return _pattern.sub(MASK, text)
 
 
 def contains_secret(text: str) -> bool:
-    return any(needle in text for needle in _needles)
+    folded = text if text.isascii() else _FORMAT.sub("", text)
+    return any(needle in text or needle in folded for needle in _needles)
 
 
 def active() -> bool:
@@ -97,7 +135,8 @@ class StreamRedactor:
     """Masks a byte stream that arrives in chunks, so that no secret survives across a chunk boundary.
 
     Only the end of the stream that could still become a secret is held back (the longest suffix that begins
-    some needle): output that cannot contain one is passed on at once, so a log grows as its writer writes.
+    some needle, format characters inside it not counted): output that cannot contain one is passed on at once,
+    so a log grows as its writer writes.
     """
 
     def __init__(self) -> None:
@@ -112,7 +151,13 @@ class StreamRedactor:
         for needle in needles:
             if needle in text:
                 text = text.replace(needle, _MASK_BYTES)
-        held = 0
+        spread = False
+        if not text.isascii():  # perhaps a format character: UTF-8 text's view of the bytes
+            decoded = text.decode("utf-8", "surrogateescape")
+            spread = _FORMAT.search(decoded) is not None
+            if spread and (masked := _redact_spread(decoded)) is not decoded:
+                text = masked.encode("utf-8", "surrogateescape")
+        held = _held_spread(text, needles) if spread or text.endswith(tuple(_FORMAT_CUT)) else 0
         for needle in needles:
             start = max(len(text) - len(needle) + 1, 0)
             while (at := text.find(needle[:1], start)) >= 0:
@@ -127,6 +172,27 @@ class StreamRedactor:
         """What is held back: the stream ended, so it is not a secret."""
         text, self._carry = self._carry, b""
         return text
+
+
+def _held_spread(text: bytes, needles: list[bytes]) -> int:
+    """The longest suffix of ``text`` that begins some needle once the format characters in it (and one cut at
+    the very end) are left out; at most ``CARRY_LIMIT`` bytes."""
+    longest = max(map(len, needles))
+    pos, folded, held = len(text), b"", 0
+    for cut in range(3, 0, -1):
+        if text[-cut:] in _FORMAT_CUT:
+            pos -= cut
+            break
+    while pos > 0 and len(folded) < longest and len(text) - pos <= CARRY_LIMIT:
+        size = next((n for n in (2, 3, 4) if text[pos - n:pos] in _FORMAT_ENCODED), 0)
+        if size:
+            pos -= size
+            continue
+        pos -= 1
+        folded = text[pos:pos + 1] + folded
+        if any(n.startswith(folded) for n in needles):
+            held = len(text) - pos
+    return held
 
 
 _MASK_BYTES = MASK.encode()

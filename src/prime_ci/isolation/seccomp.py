@@ -1,10 +1,11 @@
 """The sandbox's seccomp filter: a classic BPF program assembled here (there is no libseccomp binding), which
 bwrap installs from ``--seccomp FD`` just before it starts the sandboxed command.
 
-Refused with EPERM: mounting and unmounting (old and new mount API), pivot_root and chroot; ptrace and
-reading or writing another process's memory; the kernel keyrings; bpf, perf_event_open and userfaultfd;
-kernel modules and kexec; open_by_handle_at; setns; clone and unshare with any ``CLONE_NEW*`` flag (no new
-user namespace to regain capabilities in); reboot, swap, syslog, acct and quotas; and chmod, mknod or a
+Refused with EPERM: mounting and unmounting (old and new mount API), pivot_root and chroot; ptrace, reading
+or writing another process's memory and kcmp (comparing another process's kernel objects); personality
+(address-space randomisation off); the kernel keyrings; bpf, perf_event_open and userfaultfd; kernel modules and
+kexec; open_by_handle_at; setns; clone and unshare with any ``CLONE_NEW*`` flag (no new user namespace to regain
+capabilities in); reboot, swap, syslog, acct and quotas; and chmod, mknod or a
 creating open that sets a set-user-ID or set-group-ID bit (the files a sandbox started by root writes are
 root's on the host). ENOSYS, so that callers fall back: clone3 (its flags sit behind a pointer BPF cannot
 read; libc then uses clone), openat2 (likewise its mode) and io_uring (it would run the calls above
@@ -40,7 +41,7 @@ DENIED = (
     "fspick", "mount_setattr", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "keyctl",
     "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd", "kexec_load", "kexec_file_load",
     "init_module", "finit_module", "delete_module", "open_by_handle_at", "setns", "reboot", "swapon", "swapoff",
-    "syslog", "acct", "quotactl", "quotactl_fd", "iopl", "ioperm",
+    "syslog", "acct", "quotactl", "quotactl_fd", "iopl", "ioperm", "personality", "kcmp",
 )
 NOT_IMPLEMENTED = ("clone3", "openat2", "io_uring_setup", "io_uring_enter", "io_uring_register")
 # A call is refused when every (argument index, mask) of its condition has a bit set.
@@ -78,7 +79,7 @@ ARCHES = {
         "bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "kexec_load": 246, "kexec_file_load": 320,
         "init_module": 175, "finit_module": 313, "delete_module": 176, "open_by_handle_at": 304, "unshare": 272,
         "setns": 308, "clone": 56, "reboot": 169, "swapon": 167, "swapoff": 168, "syslog": 103, "acct": 163,
-        "quotactl": 179, "iopl": 172, "ioperm": 173,
+        "quotactl": 179, "iopl": 172, "ioperm": 173, "personality": 135, "kcmp": 312,
     }, x32=True),
     "aarch64": Arch(0xC00000B7, {
         **_COMMON, "openat": 56, "mknodat": 33, "fchmod": 52, "fchmodat": 53, "mount": 40, "umount2": 39,
@@ -86,7 +87,7 @@ ARCHES = {
         "keyctl": 219, "add_key": 217, "request_key": 218, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282,
         "kexec_load": 104, "kexec_file_load": 294, "init_module": 105, "finit_module": 273, "delete_module": 106,
         "open_by_handle_at": 265, "unshare": 97, "setns": 268, "clone": 220, "reboot": 142, "swapon": 224,
-        "swapoff": 225, "syslog": 116, "acct": 89, "quotactl": 60,
+        "swapoff": 225, "syslog": 116, "acct": 89, "quotactl": 60, "personality": 92, "kcmp": 272,
     }),
 }
 ARCHES["arm64"] = ARCHES["aarch64"]

@@ -12,10 +12,20 @@ from typing import Any
 MAX_CHARS = 512 * 1024
 MAX_LINES = 65_000
 _COMMENT = re.compile(r"<!--.*?(-->|$)", re.DOTALL)
-_INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e"
-                        "\u2060-\u2064\u2066-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e007f]")
 _TAGS = re.compile(r"</?(details|summary|script|style|iframe|img|picture|source|svg)\b[^>]*>", re.IGNORECASE)
 FENCE = "untrusted-data"
+
+# Unicode format characters (category Cf, Unicode 15): they display as nothing, yet reorder the text around them
+# (bidi embeddings, overrides and isolates: Trojan Source), join or split it (zero-width characters, the soft
+# hyphen) or carry hidden text (tag characters). A character class, shared with redaction.
+FORMAT_CHARS = ("\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+                "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+                "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f")
+_FILLERS = "\u034f\u115f\u1160\u17b4\u17b5\u3164\uffa0"  # invisible, though not Cf
+_INVISIBLE = re.compile(f"[{FORMAT_CHARS}{_FILLERS}\ufe00-\ufe0f\U000e0000]")
+# What a reader must see rather than have obeyed: the above, the line and paragraph separators, and control
+# characters but \t and \n.
+_HIDDEN = re.compile(f"[{FORMAT_CHARS}{_FILLERS}\u2028\u2029\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 # Everything a terminal would act on: C0 controls but \t and \n, DEL, the C1 range.
 _UNCLEAN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -100,6 +110,15 @@ class TerminalStream:
         """What is held back, cleaned (at the end of the cell, or before other output is interleaved)."""
         text, self._pending = self._pending, ""
         return clean_terminal_text(text)
+
+
+def visible(text: str) -> str:
+    """``text`` for a terminal or a page a person reads: each control character (but ``\\n`` and ``\\t``),
+    format character (bidi controls, zero-width and tag characters, ...) and invisible filler shown as
+    ``<U+XXXX>``, where it is; nothing else changes. Idempotent."""
+    if _HIDDEN.search(text) is None:
+        return text
+    return _HIDDEN.sub(lambda m: f"<U+{ord(m[0]):04X}>", text)
 
 
 def sanitize(text: str) -> str:

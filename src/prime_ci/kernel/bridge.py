@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import shutil
 import tempfile
@@ -17,6 +18,24 @@ from pathlib import Path
 from typing import Any
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+def _run_prefix(marker: str) -> str:
+    return f"pci-{hashlib.sha256(marker.encode()).hexdigest()[:8]}-"  # short: unix sockets are capped at 108 bytes
+
+
+def run_dir(marker: str) -> Path:
+    """A new private directory for a bridge's socket, named after the run whose marker is ``marker``, so that
+    ``remove_run_dirs`` finds it after the run was killed."""
+    return Path(tempfile.mkdtemp(prefix=_run_prefix(marker)))
+
+
+def remove_run_dirs(marker: str) -> int:
+    """Remove the bridge directories a (killed) run left in the temp directory; returns how many."""
+    found = list(Path(tempfile.gettempdir()).glob(_run_prefix(marker) + "*"))
+    for path in found:
+        shutil.rmtree(path, ignore_errors=True)
+    return len(found)
 MAX_REQUEST = 4 * 1024 * 1024
 
 

@@ -2,8 +2,9 @@
 
 Everything in a session is untrusted text for the reviewer's terminal: a cell's output, or a session file
 written by anyone, may hold escape sequences (window titles, clear screen, alternate screen) and text that
-looks like rich markup. Every string read from the session is cleaned of control characters before it is
-rendered, and reaches rich only as ``Text`` or ``Syntax``, never as markup.
+looks like rich markup, and bidi controls that show code in another order than it runs (Trojan Source). Every
+string read from the session is cleaned of escape sequences, its format characters shown as ``<U+XXXX>``, before
+it is rendered, and reaches rich only as ``Text`` or ``Syntax``, never as markup.
 
 A session is a tree (Prime Agent branches it with ``/tree``): the active branch, from the root to the last
 entry of the file, is rendered in order; entries off it are listed by id and kind only, after it. Entries
@@ -22,7 +23,7 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
 
-from prime_ci.isolation.untrusted import clean_json, clean_terminal_text
+from prime_ci.isolation.untrusted import clean_json, clean_terminal_text, visible
 from prime_ci.session.log import read_session
 from prime_ci.session.read import parts_text
 from prime_ci.session.tree import branches
@@ -32,7 +33,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")  # undecodable bytes kept as lone sur
 
 
 def _safe(text: str) -> str:
-    return _SURROGATE.sub("\ufffd", clean_terminal_text(text))
+    return visible(_SURROGATE.sub("\ufffd", clean_terminal_text(text)))
 
 
 def _clip(text: str) -> str:
