@@ -17,6 +17,7 @@ from prime_ci.engine import setup as setup_phase
 from prime_ci.engine.config import RunConfig, Warn
 from prime_ci.errors import ConfigError
 from prime_ci.gates.runner import gates_from_commands, load_gate_files, load_gate_files_from_ref
+from prime_ci.gates.specs import collect_builds
 from prime_ci.isolation import projenv
 from prime_ci.isolation.worktree import Worktree, read_file_at, resolve_ref
 
@@ -65,6 +66,19 @@ def admit(cfg: RunConfig, wt: Worktree, repo_keys: set[str], warn: Warn) -> RunC
                 continue
             setup_names |= these
             update["setup"].append(item)
+    if "build" in repo_keys:
+        update["build"], build_names = [], set[str]()
+        for item in cfg.build:
+            try:
+                these = {b.name for b in collect_builds([item], [])}
+            except ConfigError as exc:
+                ignored(f"build entry {str(item)[:80]!r}", exc)
+                continue
+            if these & build_names:
+                ignored(f"build entry {str(item)[:80]!r}", f"name(s) already used: {', '.join(these & build_names)}")
+                continue
+            build_names |= these
+            update["build"].append(item)
     if "sandbox_ro" in repo_keys:
         update["sandbox_ro"] = []
         for p in cfg.sandbox_ro:

@@ -112,19 +112,21 @@ def test_repository_values_that_fail_against_the_worktree_are_ignored(worktree: 
         gate=["true", "  "],
         gates_file=["ok.toml", "missing.toml", "broken.toml", "escape.toml", "again.toml", "badsetup.toml"],
         setup=["echo one", {"name": "t", "command": "true", "bogus": 1}, {"command": ""}],
+        build=["make ext", {"name": "b", "command": "make", "strange": 1}, "make ext"],
         sandbox_ro=["docs", "etc-link", "nowhere"],
         python="python9.99",
     )
     warnings: list[str] = []
-    keys = {"gate", "gates_file", "setup", "sandbox_ro", "python"}
+    keys = {"gate", "gates_file", "setup", "build", "sandbox_ro", "python"}
     cfg = repo_values.admit(repo_cfg, worktree, keys, warnings.append)
     assert cfg.gate == ["true"]
     assert cfg.gates_file == ["ok.toml"]
     assert cfg.setup == ["echo one"]
+    assert cfg.build == ["make ext"]
     assert cfg.sandbox_ro == ["docs"]
     assert cfg.python is None
     ignored = ["empty gate", "missing.toml", "broken.toml", "escape.toml", "again.toml", "badsetup.toml",
-               "bogus", "''", "etc-link", "nowhere", "python9.99"]
+               "bogus", "''", "strange", "already used", "etc-link", "nowhere", "python9.99"]
     assert len(warnings) == len(ignored), warnings
     for needle, warning in zip(ignored, warnings, strict=True):
         assert needle in warning and "ignored" in warning, (needle, warning)
