@@ -100,7 +100,7 @@ esac
 
 bench_args() {  # the `prime-ci bench` command line: bench-args, then the inputs both commands share
   local name var
-  for name in task task-file gates gates-file gates-from setup budgets harness-branch python sandbox-ro ref \
+  for name in task task-file gates gates-file gates-from setup build budgets harness-branch python sandbox-ro ref \
     untrusted-file extra-args; do
     var=INPUT_${name^^}
     var=${var//-/_}
@@ -142,6 +142,7 @@ run_args() {  # the `prime-ci run` command line from the inputs
   [[ -z ${INPUT_API_BASE:-} ]] || args+=(--api-base "$INPUT_API_BASE")
   commands --gate "${INPUT_GATES:-}"
   commands --setup "${INPUT_SETUP:-}"
+  commands --build "${INPUT_BUILD:-}"
   paths --gates-file "${INPUT_GATES_FILE:-}"
   [[ -z ${INPUT_GATES_FROM:-} ]] || args+=(--gates-from "$INPUT_GATES_FROM")
   if [[ -n ${INPUT_BUDGETS:-} ]]; then

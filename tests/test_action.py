@@ -214,7 +214,7 @@ def test_every_run_input_reaches_run_sh() -> None:
     action = load_yaml(ROOT / "action.yml")
     run_env = next(s for s in action["runs"]["steps"] if s.get("id") == "run")["env"]
     script = (ROOT / "action" / "run.sh").read_text()
-    for name in ("setup", "python", "sandbox-ro", "include-dirty", "gates", "gates-file", "extra-args"):
+    for name in ("setup", "build", "python", "sandbox-ro", "include-dirty", "gates", "gates-file", "extra-args"):
         var = "INPUT_" + name.upper().replace("-", "_")
         assert run_env.get(var) == f"${{{{ inputs.{name} }}}}", var
         assert var in script, var
@@ -224,6 +224,7 @@ def test_every_run_input_reaches_run_sh() -> None:
 def test_setup_logs_are_uploaded() -> None:
     upload = next(s for s in load_yaml(ROOT / "action.yml")["runs"]["steps"] if "upload-artifact" in s.get("uses", ""))
     assert "${{ steps.run.outputs.out-dir }}/setup/" in upload["with"]["path"].splitlines()
+    assert "${{ steps.run.outputs.out-dir }}/build/" in upload["with"]["path"].splitlines()
 
 
 # --- acceptance 2: the composite's steps, run locally ----------------------------------------------------
@@ -280,6 +281,7 @@ def action_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ActionRun]:
         "INPUT_SANDBOX": "off", "INPUT_PROPOSE": "false", "INPUT_REQUIRE_CHANGES": "true",
         "INPUT_EVENT_TEXT": "true", "INPUT_EXTRA_ARGS": "--max-gate-retries 2 --cell-timeout '2m'",
         "INPUT_SETUP": "# prepare the worktree\n  python -c \"print('setup ran')\"\n\n",
+        "INPUT_BUILD": "# nothing to compile in the demo\n  true\n",
         "INPUT_PYTHON": sys.executable, "INPUT_SANDBOX_RO": f"  {tmp}  \n\n", "INPUT_INCLUDE_DIRTY": "false",
     })  # fmt: skip
     proc = subprocess.run(["bash", str(ROOT / "action" / "run.sh")], cwd=tmp, env=env, capture_output=True,
@@ -318,7 +320,7 @@ def test_run_step_builds_the_command_from_inputs(action_run: ActionRun) -> None:
         assert pair in pairs, pair
     assert "--require-changes" in argv and "--propose" not in argv
     assert argv.count("--gate") == 1, "comment lines of the gates input are not gates"
-    for pair in [("--setup", "python -c \"print('setup ran')\""), ("--python", sys.executable),
+    for pair in [("--setup", "python -c \"print('setup ran')\""), ("--python", sys.executable), ("--build", "true"),
                  ("--sandbox-ro", str(action_run.tmp))]:  # fmt: skip
         assert pair in pairs, pair
     assert argv.count("--setup") == 1 and argv.count("--sandbox-ro") == 1 and "--include-dirty" not in argv

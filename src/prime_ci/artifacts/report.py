@@ -19,6 +19,18 @@ def dirty_note(paths: list[str], included: bool) -> str:
             "commit them or pass --include-dirty.")
 
 
+def _commands_table(title: str, entries: list[dict[str, Any]]) -> list[str]:
+    """Setup or build commands: one row each."""
+    if not entries:
+        return []
+    lines = [f"### {title}", "", "| command | result | exit | time |", "|---|---|---|---|"]
+    for s in entries:
+        command = " ".join(str(s["command"]).split())[:120].replace("|", "\\|")
+        state = "✅ ok" if s["passed"] else ("⏱ timeout" if s.get("timed_out") else "❌ failed")
+        lines.append(f"| `{command}` | {state} | {s['exit_code']} | {s['duration_s']:.1f}s |")
+    return [*lines, ""]
+
+
 def summary_markdown(result: dict[str, Any]) -> str:
     ok = result["success"]
     icon = "✅" if ok else "❌"
@@ -34,14 +46,8 @@ def summary_markdown(result: dict[str, Any]) -> str:
               f"**Sandbox:** {result.get('sandbox', 'off')}", ""]
     if result.get("dirty"):
         lines += [dirty_note(result["dirty"], bool(result.get("snapshot_of"))), ""]
-    setup = result.get("setup") or []
-    if setup:
-        lines += ["### Setup", "", "| command | result | exit | time |", "|---|---|---|---|"]
-        for s in setup:
-            command = " ".join(str(s["command"]).split())[:120].replace("|", "\\|")
-            state = "✅ ok" if s["passed"] else ("⏱ timeout" if s.get("timed_out") else "❌ failed")
-            lines.append(f"| `{command}` | {state} | {s['exit_code']} | {s['duration_s']:.1f}s |")
-        lines.append("")
+    lines += _commands_table("Setup", result.get("setup") or [])
+    lines += _commands_table("Build (last round)", result.get("build") or [])
     gates = result.get("gates") or []
     if gates:
         lines += ["### Gates", "", "| gate | result | exit | time | attempts |", "|---|---|---|---|---|"]

@@ -10,6 +10,7 @@ from prime_ci.bench.model import bench_schema
 from prime_ci.bench.suite import Task
 from prime_ci.engine.stops import StopReason
 from prime_ci.gates.runner import GateSpec
+from prime_ci.gates.specs import BuildSpec
 from prime_ci.harness.refine import plan_schema
 
 _CRC = r"^[0-9a-f]{8}$"
@@ -49,11 +50,12 @@ class GateEntry(BaseModel):
 
 
 class RoundEntry(BaseModel):
-    """One gate run of a round: ``fast`` reruns only the previously failing tests, ``full`` every gate."""
+    """One gate run of a round: ``fast`` reruns only the previously failing tests, ``full`` every gate; ``build``:
+    a build failed before the gates (``gates`` names it) and they did not run."""
 
     model_config = ConfigDict(extra="allow")
     round: int
-    kind: Literal["fast", "full"]
+    kind: Literal["fast", "full", "build"]
     duration_s: float
     passed: bool
     gates: list[str]
@@ -102,6 +104,8 @@ class ResultModel(BaseModel):
     sandbox: str = "off"
     python: str | None = None
     setup: list[SetupEntry] = Field(default_factory=list)
+    build: list[SetupEntry] = Field(default_factory=list, description="the builds of the last round that ran them "
+                                    "(--build, [[build]]), in order, up to the first failure; logs in build/")
     rounds: list[RoundEntry] = Field(default_factory=list)
     time_to_green_s: float | None = Field(default=None, description="seconds from the run's start to the end of "
                                           "its first gate round that passed in full; null when none did")
@@ -291,7 +295,8 @@ class AssistantUsage(BaseModel):
 
 
 class GateFile(BaseModel):
-    gate: list[GateSpec]
+    gate: list[GateSpec] = Field(default_factory=list)
+    build: list[BuildSpec] = Field(default_factory=list, description="run before every gate round (fast and full)")
 
 
 def schemas() -> dict[str, Any]:

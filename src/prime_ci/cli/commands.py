@@ -62,6 +62,8 @@ from prime_ci.isolation import limits
 @click.option("--keep-worktree", is_flag=True, help="Keep the worktree.")
 @click.option("--setup", multiple=True, help="Trusted command preparing the worktree before the first model call "
               "(repeatable; network on, even in the sandbox).")
+@click.option("--build", multiple=True, help="Trusted command run before every gate round, e.g. 'python setup.py "
+              "build_ext --inplace' (repeatable; sandboxed, no network, the run's environment writable).")
 @click.option("--python", help="The project's interpreter for gates, setup and shell commands (default: REPO's "
               ".venv, else python3 on PATH).")
 @click.option("--sandbox-ro", multiple=True, help="Extra path visible read-only in the sandbox (repeatable).")
@@ -137,6 +139,7 @@ def schema(which: str) -> int:
 @cli.command()
 @click.option("--gate", multiple=True, help="Shell command that must exit 0 (repeatable).")
 @click.option("--gates-file", multiple=True, type=click.Path(path_type=Path), help="TOML [[gate]] file.")
+@click.option("--build", multiple=True, help="Command run before the gates (repeatable); a failure skips them.")
 @click.option("--junit", type=click.Path(path_type=Path), help="Write a JUnit report here.")
 @click.option("--logs", type=click.Path(path_type=Path), default=Path("prime-ci-out/gates"), show_default=True)
 @click.option("--sandbox", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True)
@@ -145,7 +148,8 @@ def schema(which: str) -> int:
 @click.option("--pass-env", multiple=True, help="Let one environment variable reach the gates.")
 @click.option("--json", "json_output", is_flag=True, help="Print the results as JSON.")
 def gates(
-    gate: tuple[str, ...], gates_file: tuple[Path, ...], junit: Path | None, logs: Path, sandbox: str,
+    gate: tuple[str, ...], gates_file: tuple[Path, ...], build: tuple[str, ...], junit: Path | None, logs: Path,
+    sandbox: str,
     python: str | None, sandbox_ro: tuple[str, ...], pass_env: tuple[str, ...], json_output: bool,
 ) -> int:
     """Run gates alone, in the current directory, with the same semantics as in a run: the project's
@@ -155,15 +159,19 @@ def gates(
     from prime_ci.engine.environment import Standalone, standalone
     from prime_ci.gates.junit import github_annotations, write_gates_junit
     from prime_ci.gates.runner import gates_from_commands, load_gate_files
+    from prime_ci.gates.specs import builds_from_texts, collect_builds
 
     specs = gates_from_commands(list(gate)) + load_gate_files(list(gates_file))
     if not specs:
         raise click.UsageError("no gates: give --gate or --gates-file")
-    options = Standalone(sandbox=sandbox, python=python, sandbox_ro=list(sandbox_ro), pass_env=list(pass_env))
+    texts = [(str(p), p.read_text(encoding="utf-8")) for p in gates_file]
+    options = Standalone(sandbox=sandbox, python=python, sandbox_ro=list(sandbox_ro), pass_env=list(pass_env),
+                         builds=collect_builds(list(build), builds_from_texts(texts)))
     results = asyncio.run(standalone(specs, Path.cwd(), logs.resolve(), options, say))
     for r in results:
         state = "pass" if r.passed else ("timeout" if r.timed_out else "FAIL")
-        say(f"gate {r.name}: {state}{' (flaky)' if r.flaky else ''} exit {r.exit_code} in {r.duration_s:.1f}s "
+        what = r.name if r.name.startswith("build: ") else f"gate {r.name}"
+        say(f"{what}: {state}{' (flaky)' if r.flaky else ''} exit {r.exit_code} in {r.duration_s:.1f}s "
              f"-> {r.log_path}")
     if junit is not None:
         write_gates_junit(results, junit)

@@ -55,6 +55,7 @@ class RunConfig(BaseModel):
     keep_worktree: bool = False
     json_output: bool = False
     setup: list[str | dict[str, Any]] = Field(default_factory=list)
+    build: list[str | dict[str, Any]] = Field(default_factory=list)
     python: str | None = None
     sandbox_ro: list[str] = Field(default_factory=list)
     include_dirty: bool = False
@@ -74,10 +75,10 @@ class RunConfig(BaseModel):
         return self.task_file.read_text(encoding="utf-8", errors="replace")
 
 
-# The repository may be the hostile input under review: it may add gates and setup, tighten budgets and pick
+# The repository may be the hostile input under review: it may add gates, builds and setup, tighten budgets and pick
 # options that cannot weaken the boundary, redirect output, choose the model or the task, or name host files.
-REPO_KEYS = {"gate", "gates_file", "setup", "python", "sandbox_ro", "require_changes", "context_window", "cache",
-             "reasoning_effort", "max_turns", "max_tokens", "max_wall", "max_cost", "cell_timeout",
+REPO_KEYS = {"gate", "gates_file", "setup", "build", "python", "sandbox_ro", "require_changes", "context_window",
+             "cache", "reasoning_effort", "max_turns", "max_tokens", "max_wall", "max_cost", "cell_timeout",
              "max_gate_retries", "max_depth", "max_children", "max_completion_tokens"}
 LOWER_ONLY = ("max_turns", "max_tokens", "max_wall", "max_cost", "cell_timeout", "max_gate_retries", "max_depth",
               "max_children", "max_completion_tokens")

@@ -12,7 +12,10 @@ from pathlib import Path
 
 from prime_ci.engine.prepare import Prepared
 from prime_ci.engine.setup import SetupOutcome, SetupSpec, run_all
+from prime_ci.gates import builds
+from prime_ci.gates.builds import BuildOutcome
 from prime_ci.gates.runner import GateResult, GateSpec, run_gate, run_gates
+from prime_ci.gates.specs import BuildSpec
 from prime_ci.isolation import limits as limits_mod
 from prime_ci.isolation import projenv
 from prime_ci.isolation import sandbox as sandbox_mod
@@ -64,13 +67,14 @@ async def run_setup(prep: Prepared, env: dict[str, str], say: Callable[[str], No
     return outcomes
 
 
-def environment_section(prep: Prepared, setup: list[SetupOutcome]) -> str:
+def environment_section(prep: Prepared, setup: list[SetupOutcome], built: list[BuildOutcome] | None = None) -> str:
     """What the model is told about the project's environment."""
     lines = ["", "", "## The project's environment", "", prep.project.describe()]
     if setup:
         lines.append("Setup commands already ran in the worktree before your first turn (do not repeat them "
                      "unless the dependencies change):")
         lines += [f"- `{o.command.strip()}` ({'ok' if o.passed else 'failed'})" for o in setup]
+    lines += builds.prompt_note(prep.builds, built or [])
     if prep.sandbox is not None:
         lines.append("Your cells and the gates run in a sandbox without network: install nothing from the "
                      "internet; the project's dependencies are already installed.")
@@ -86,12 +90,14 @@ class Standalone:
     sandbox_ro: list[str] = field(default_factory=list)
     pass_env: list[str] = field(default_factory=list)
     limits: limits_mod.Limits = field(default_factory=lambda: limits_mod.resolve(None))  # PRIME_CI_LIMITS|defaults
+    builds: list[BuildSpec] = field(default_factory=list)  # run first, logs beside the gates' in build/
 
 
 async def standalone(specs: list[GateSpec], cwd: Path, log_dir: Path, options: Standalone,
                      say: Callable[[str], None]) -> list[GateResult]:
     """``prime-ci gates``: the gates in CWD with the project's interpreter (a throwaway environment layered on
-    it), the scrubbed environment, and the sandbox as ``--sandbox`` says (CWD writable, like a worktree)."""
+    it), the scrubbed environment, and the sandbox as ``--sandbox`` says (CWD writable, like a worktree). The
+    builds run first (the environment writable too); a failed one is the only result, named ``build: NAME``."""
     sandbox, status, warning = sandbox_mod.resolve(options.sandbox, writable=[], readonly=[])
     if warning:
         say(f"warning: {warning}")
@@ -101,11 +107,21 @@ async def standalone(specs: list[GateSpec], cwd: Path, log_dir: Path, options: S
         project = projenv.create(root / "env", projenv.probe(projenv.find_python(options.python, cwd)), None)
         env = scrubbed_env(root / "home", options.pass_env, project.env(os.environ.get("PATH", os.defpath)))
         launcher: list[str] = []
+        build_launcher: list[str] = []
         if sandbox is not None:
             reach = [str((cwd / p).resolve()) for p in options.sandbox_ro]
             if runner_temp := os.environ.get("RUNNER_TEMP"):
                 reach.append(runner_temp)
             sandbox.writable = [str(cwd), str(root / "home"), str(log_dir)]
-            sandbox.readonly = [*reach, *sandbox_mod.named_paths(s.command for s in specs), *project.readable()]
+            commands = [s.command for s in specs] + [b.command for b in options.builds]
+            sandbox.readonly = [*reach, *sandbox_mod.named_paths(commands), *project.readable()]
             launcher = sandbox.wrap([])
+            build_launcher = dataclasses.replace(sandbox, writable=[*sandbox.writable, str(project.root)]).wrap([])
+        for build in options.builds:
+            result = await run_gate(build.as_gate(), cwd=cwd, env=env, log_dir=log_dir.parent / "build",
+                                    launcher=build_launcher, limits=options.limits)
+            say(f"build {build.name}: {'ok' if result.passed else 'FAILED'} (exit {result.exit_code}) in "
+                f"{result.duration_s:.1f}s -> {result.log_path}")
+            if not result.passed:
+                return [dataclasses.replace(result, name=f"build: {build.name}")]
         return await run_gates(specs, cwd=cwd, env=env, log_dir=log_dir, launcher=launcher, limits=options.limits)

@@ -15,6 +15,7 @@ from prime_ci.engine.resume import ResumeState, plan
 from prime_ci.engine.setup import SetupSpec
 from prime_ci.errors import ConfigError
 from prime_ci.gates.runner import GateSpec, gates_from_commands, load_gate_files, load_gate_files_from_ref
+from prime_ci.gates.specs import BuildSpec, builds_from_texts, collect_builds
 from prime_ci.harness.run import HarnessRun
 from prime_ci.isolation import limits, projenv
 from prime_ci.isolation import sandbox as sandbox_mod
@@ -46,6 +47,7 @@ class Prepared:
     sandbox: Sandbox | None = None
     sandbox_status: str = "off"
     reach: list[str] = field(default_factory=list)  # extra read-only paths in the sandbox
+    builds: list[BuildSpec] = field(default_factory=list)
 
 
 def prepare(flags: dict[str, Any], say: Callable[[str], None]) -> Prepared:
@@ -63,6 +65,7 @@ def prepare(flags: dict[str, Any], say: Callable[[str], None]) -> Prepared:
         cfg = build_config(flags, file_settings(worktree.path))
         gates = load_gates(cfg, worktree)
         setup = load_setup(cfg, worktree)
+        builds = collect_builds(cfg.build, builds_from_texts(gate_texts(cfg, worktree)))
         project = project_env(cfg, worktree)
         model = make_model(cfg.model or "", api_base=cfg.api_base, options=model_options(cfg))
         out = (cfg.out or Path("prime-ci-out") / run_id).resolve()
@@ -78,9 +81,11 @@ def prepare(flags: dict[str, Any], say: Callable[[str], None]) -> Prepared:
         raise
     worktree.excludes = [".prime-ci"]
     _report_dir(worktree)
-    reach = reach_paths(cfg, worktree, [g.command for g in gates] + [s.command for s in setup], project)
+    commands = [g.command for g in gates] + [s.command for s in setup] + [b.command for b in builds]
+    reach = reach_paths(cfg, worktree, commands, project)
     reach += reuse_node_modules(worktree)
-    return Prepared(cfg, worktree, gates, model, out, run_id, harness, project, setup, sandbox, status, reach)
+    return Prepared(cfg, worktree, gates, model, out, run_id, harness, project, setup, sandbox, status, reach,
+                    builds=builds)
 
 
 def _report_dir(wt: Worktree) -> None:
@@ -117,13 +122,16 @@ def project_env(cfg: RunConfig, wt: Worktree) -> ProjectEnv:
     return projenv.create(wt.root / "env", interp, redirect)
 
 
+def gate_texts(cfg: RunConfig, wt: Worktree) -> list[tuple[str, str]]:
+    """The gate files as (label, text): at --gates-from when given, else in the worktree."""
+    if cfg.gates_from:
+        return setup_phase.gate_file_texts([], wt.git_dir, resolve_ref(wt.git_dir, cfg.gates_from), cfg.gates_file)
+    return setup_phase.gate_file_texts([_inside(wt.path, p) for p in cfg.gates_file])
+
+
 def load_setup(cfg: RunConfig, wt: Worktree) -> list[SetupSpec]:
     """``--setup``, ``prime-ci.toml``'s ``setup`` and the gate files' ``[[setup]]`` (at --gates-from when given)."""
-    if cfg.gates_from:
-        texts = setup_phase.gate_file_texts([], wt.git_dir, resolve_ref(wt.git_dir, cfg.gates_from), cfg.gates_file)
-    else:
-        texts = setup_phase.gate_file_texts([_inside(wt.path, p) for p in cfg.gates_file])
-    return setup_phase.collect(cfg.setup, setup_phase.from_gate_texts(texts))
+    return setup_phase.collect(cfg.setup, setup_phase.from_gate_texts(gate_texts(cfg, wt)))
 
 
 def reach_paths(cfg: RunConfig, wt: Worktree, commands: list[str], project: ProjectEnv) -> list[str]:
@@ -182,6 +190,8 @@ def prepare_resume(
     else:
         project = project_env(cfg, p.worktree)
     setup = [SetupSpec.model_validate(s) for s in p.info.get("setup", [])]
-    reach = reach_paths(cfg, p.worktree, [g.command for g in p.gates] + [s.command for s in setup], project)
+    builds = [BuildSpec.model_validate(b) for b in p.info.get("build", [])]
+    commands = [g.command for g in p.gates] + [s.command for s in setup] + [b.command for b in builds]
+    reach = reach_paths(cfg, p.worktree, commands, project)
     return Prepared(cfg, p.worktree, p.gates, model, p.out, p.run_id, harness, project, setup, sandbox, status,
-                    reach), p.state
+                    reach, builds=builds), p.state

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import time
@@ -28,6 +29,7 @@ from prime_ci.engine.setup import SetupOutcome, failure_detail
 from prime_ci.engine.stops import SIGTERM_EXIT, Stop, StopReason
 from prime_ci.errors import KernelLost, ModelError, PersistenceError
 from prime_ci.gates import protect
+from prime_ci.gates.builds import Builder
 from prime_ci.gates.judge import Judge, time_to_green
 from prime_ci.gates.junit import github_annotations
 from prime_ci.isolation import procs, redact
@@ -79,7 +81,6 @@ class Run:
     marker: str = field(default_factory=lambda: entry_id() + entry_id())
     gate_env: dict[str, str] = field(default_factory=dict)
     setup: list[SetupOutcome] = field(default_factory=list)
-    ignored_before: dict[str, tuple[int, int]] = field(default_factory=dict)  # ignored files before the kernel
 
     async def execute(self) -> dict[str, Any]:
         cfg, wt = self.prep.cfg, self.prep.worktree
@@ -111,9 +112,15 @@ class Run:
             if harness.store is not None:
                 sandbox.readonly.append(str(harness.store.root))
         self.gate_env = gate_env
+        # builds write the run's environment too (an editable install), never with network
+        build_box = dataclasses.replace(sandbox, writable=[*sandbox.writable, str(self.prep.project.root)],
+                                        network=False) if sandbox else None
+        builder = Builder(self.prep.builds, wt, gate_env, self.prep.out / "build", cfg.limits,
+                          launcher=build_box.wrap([]) if build_box else [], exclude=[".prime-ci"])
         self.judge = Judge(self.prep.gates, wt, gate_env, self.prep.out / "gates", self.log,
                            cfg.max_gate_retries, exclude=[".prime-ci"],
-                           launcher=sandbox.wrap([]) if sandbox else [], limits=cfg.limits, clock=self.budget.elapsed)
+                           launcher=sandbox.wrap([]) if sandbox else [], limits=cfg.limits, clock=self.budget.elapsed,
+                           builds=builder)
         task = asyncio.current_task()
         assert task is not None
         loop = asyncio.get_running_loop()
@@ -154,7 +161,8 @@ class Run:
             self.log.custom("prime_ci.run", {
                 "run_id": self.prep.run_id, "task": cfg.task_text(), "base_commit": wt.base_commit,
                 "budgets": self.budget.limits_dict(), "gates": [g.model_dump() for g in self.prep.gates],
-                "setup": [s.model_dump() for s in self.prep.setup], "project": self.prep.project.to_json(),
+                "setup": [s.model_dump() for s in self.prep.setup], "build": [b.model_dump() for b in self.prep.builds],
+                "project": self.prep.project.to_json(),
                 "config": cfg.model_dump(mode="json"),
                 "worktree": {"path": str(wt.path), "git_dir": str(wt.git_dir), "root": str(wt.root),
                              "source": wt.source}, "marker": self.marker})
@@ -179,7 +187,9 @@ class Run:
                                           snapshot_dir=wt.root / "kernel" / "state",
                                           wrap=self.prep.sandbox.wrap if self.prep.sandbox else None,
                                           limits=cfg.limits))
-        self.ignored_before = await asyncio.to_thread(wt.ignored_files)
+        builder = self.judge.builds
+        assert builder is not None
+        await builder.start(self.say)
         await self.kernel.start()
         self.say(f"kernel ready in {time.monotonic() - started:.1f}s (pid {self.kernel.pid})")
         agent = Agent(self.prep.model, self.kernel, self.budget, self.log, self._turn_end, cfg.cell_timeout,
@@ -193,7 +203,8 @@ class Run:
         agent.conversation = Conversation(counter=token_counter(self.prep.model))
         agent.task = clean_terminal_text(cfg.task_text())
         self.agent = self.family.agent = agent
-        agent.conversation.add({"role": "system", "content": base_prompt() + environment_section(self.prep, self.setup)
+        agent.conversation.add({"role": "system", "content": base_prompt()
+                                + environment_section(self.prep, self.setup, builder.last)
                                 + self.prep.harness.prompt_section()})
         if self.resume is not None:
             await self._continue(agent, self.resume)
@@ -265,8 +276,15 @@ class Run:
             harness.refine_requested = False
             await harness.refine(self.prep.model, self.budget, self.log, harness.refine_instructions, self.say)
         outcome = await self.judge()
-        for r in self.judge.last if isinstance(outcome, str) or outcome.reason is not StopReason.COMPLETED else []:
-            self.say(f"gate {r.name}: {'pass' if r.passed else 'FAIL'} (exit {r.exit_code}, {r.duration_s:.1f}s)")
+        if self.judge.skipped:
+            self.say(f"gates skipped: unchanged since round {self.judge.rounds} (still failing)")
+        elif isinstance(outcome, str) or outcome.reason is not StopReason.COMPLETED:
+            broken = self.judge.builds.failed() if self.judge.builds else None
+            if broken is not None:
+                state = "timed out" if broken.timed_out else f"FAILED (exit {broken.exit_code})"
+                self.say(f"build {broken.name}: {state} in {broken.duration_s:.1f}s -> {broken.log}; gates not run")
+            for r in [] if broken else self.judge.last:
+                self.say(f"gate {r.name}: {'pass' if r.passed else 'FAIL'} (exit {r.exit_code}, {r.duration_s:.1f}s)")
         return outcome
 
     async def _finish(self) -> dict[str, Any]:
@@ -307,7 +325,7 @@ class Run:
         flags: list[str] = []
         try:
             patch, changed = wt.diff()
-            hidden = protect.hidden_changes(self.ignored_before, wt.ignored_files())
+            hidden = self.judge.builds.hidden() if self.judge.builds else []
         except GitError as exc:
             patch, changed, hidden = "", [], []
             flags.append(f"diff unavailable: {exc}")
@@ -333,6 +351,7 @@ class Run:
             gates=[r.to_dict() for r in self.judge.last], children=self.family.summary() if self.family else [],
             changed_files=changed, flags=flags, sandbox=self.prep.sandbox_status,
             python=str(self.prep.project.interp.executable), setup=[o.model_dump() for o in self.setup],
+            build=[o.model_dump() for o in self.judge.builds.last] if self.judge.builds else [],
             rounds=self.judge.round_log, time_to_green_s=time_to_green(self.judge.round_log), dirty=wt.dirty,
             snapshot_of=wt.snapshot_of, out_dir=str(self.prep.out),
             worktree=str(wt.path) if cfg.keep_worktree else None,

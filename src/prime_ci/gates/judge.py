@@ -1,7 +1,8 @@
 """The runner's verdict: gate rounds at the end of each turn, retries, unchanged-workspace skips.
 
 The model never decides success: a turn ending only triggers a gate round here, and gates run from the
-host as fresh processes, never from kernel state.
+host as fresh processes, never from kernel state. Every round (fast, full, on demand) starts with the builds
+(:mod:`prime_ci.gates.builds`); a failed build is the round's result and the gates do not run.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from prime_ci.engine.stops import Stop, StopReason
+from prime_ci.gates.builds import Builder
 from prime_ci.gates.fast_rerun import FastRerun, plan_rerun
 from prime_ci.gates.runner import GateResult, GateSpec, feedback_message, run_gates, workspace_fingerprint
 from prime_ci.isolation.limits import Limits
@@ -48,6 +50,7 @@ class Judge:
     exclude: list[str] = field(default_factory=list)
     launcher: list[str] = field(default_factory=list)
     limits: Limits = field(kw_only=True)  # the run's, for each gate attempt's box
+    builds: Builder | None = field(default=None, kw_only=True)
     clock: Callable[[], float] = time.monotonic  # seconds into the run, for each round's ``at_s``
     last: list[GateResult] = field(default_factory=list)
     rounds: int = 0
@@ -58,12 +61,34 @@ class Judge:
     _fast_in_last: set[str] = field(default_factory=set)
     _last_fingerprint: str | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    skipped: bool = False  # the last verdict repeated a failure: the workspace had not changed
 
     async def run_round(self, only: str | None = None) -> list[GateResult]:
-        """A full round: every gate, or just ``only`` (the kernel's ``gates.run(name)``)."""
+        """A full round: every gate, or just ``only`` (the kernel's ``gates.run(name)``), after the builds."""
         async with self._lock:
             self.rounds += 1
+            if await self._build(on_demand=only is not None) is not None:
+                return self.last
             return await self._full(only)
+
+    async def _build(self, *, on_demand: bool = False) -> str | None:
+        """The builds before a round's gates; the feedback when one failed, else None."""
+        if self.builds is None or not self.builds.specs:
+            return None
+        started = time.monotonic()
+        outcomes = await self.builds.run()
+        self.log.custom("prime_ci.build", {"round": self.rounds, "results": [o.model_dump() for o in outcomes]})
+        failed = self.builds.failed()
+        if failed is None:
+            return None
+        self._last_fingerprint = workspace_fingerprint(self.worktree, self.exclude)
+        entry: dict[str, Any] = {"round": self.rounds, "kind": "build", "passed": False, "gates": [failed.name],
+                                 "duration_s": round(time.monotonic() - started, 3), "on_demand": on_demand,
+                                 "at_s": round(self.clock(), 3)}
+        self.round_log.append(entry)
+        # a failed round, as resume counts rounds
+        self.log.custom("prime_ci.gate", {**entry, "results": [o.model_dump() for o in outcomes]})
+        return self.builds.feedback(failed)
 
     async def _full(self, only: str | None) -> list[GateResult]:
         started = time.monotonic()
@@ -129,13 +154,17 @@ class Judge:
         self.log.custom("prime_ci.gate", {**entry, "results": [r.to_dict() for r in results]})
 
     def passed(self) -> bool:
-        return bool(self.last) and all(r.passed for r in self.last) and not self._fast_in_last
+        return bool(self.last) and all(r.passed for r in self.last) and not self._fast_in_last and not self._broken()
+
+    def _broken(self) -> bool:
+        return self.builds is not None and self.builds.failed() is not None
 
     async def __call__(self) -> Stop | str:
         """Called when the model ends its turn."""
         if not self.specs:
             return Stop(StopReason.COMPLETED, "the model finished its turn (no gates configured)")
-        if self.last and not self.passed() and self._unchanged():
+        self.skipped = bool(self.last or self._broken()) and not self.passed() and self._unchanged()
+        if self.skipped:
             self.failed_rounds += 1
             self.log.custom("prime_ci.gate", {"round": self.rounds, "skipped": "workspace unchanged"})
             if self.failed_rounds > self.max_retries:
@@ -143,26 +172,35 @@ class Judge:
             return (
                 "Gates were not rerun: the workspace has not changed since the last failing round, so the "
                 f"result would be the same (round {self.failed_rounds}/{self.max_retries} of retries used). "
-                "Change the code to fix the failures above, then end your turn.\n\n"
-                + feedback_message([replace(r, name=f"{r.name}.fast") if r.name in self._fast_in_last else r
-                                    for r in self.last])  # a fast result's log is <name>.fast.log
+                "Change the code to fix the failures above, then end your turn.\n\n" + self._last_feedback()
             )
         async with self._lock:
             self.rounds += 1
-            fast_feedback = await self._fast() if self._reruns else None
+            fast_feedback = build_feedback = await self._build()
+            if build_feedback is None and self._reruns:
+                fast_feedback = await self._fast()
             results = [] if fast_feedback is not None else await self._full(None)
         if fast_feedback is None and all(r.passed for r in results):
             return Stop(StopReason.COMPLETED, "all gates passed")
         self.failed_rounds += 1
         if self.failed_rounds > self.max_retries:
-            return Stop(StopReason.GATES_FAILED, f"gates still failing after {self.max_retries} retries")
-        what = "fast rerun still failing" if fast_feedback is not None else "failed"
+            what = "the build still failing" if build_feedback is not None else "gates still failing"
+            return Stop(StopReason.GATES_FAILED, f"{what} after {self.max_retries} retries")
+        what = ("build failed" if build_feedback is not None else
+                "fast rerun still failing" if fast_feedback is not None else "failed")
         header = f"Gate round {self.rounds}: {what} (retry {self.failed_rounds}/{self.max_retries}).\n"
         return header + (fast_feedback or "\n" + feedback_message(self.last))
 
+    def _last_feedback(self) -> str:
+        """The last failing round's feedback again (a fast result's log is <name>.fast.log)."""
+        if self.builds is not None and (failed := self.builds.failed()) is not None:
+            return self.builds.feedback(failed)
+        return feedback_message([replace(r, name=f"{r.name}.fast") if r.name in self._fast_in_last else r
+                                 for r in self.last])
+
     async def final_round(self) -> None:
         """On a budget stop: one full round for the report, unless nothing changed since the last full one."""
-        if self.specs and not (self.last and not self._fast_in_last and self._unchanged()):
+        if self.specs and not ((self.last or self._broken()) and not self._fast_in_last and self._unchanged()):
             await self.run_round()
 
     def _unchanged(self) -> bool:
@@ -171,6 +209,9 @@ class Judge:
     def full_results(self) -> list[dict[str, Any]]:
         """``gates.last`` for the kernel: every field, with the full output read back from the log."""
         out = []
+        if self.builds is not None and (failed := self.builds.failed()) is not None:
+            out.append({**failed.model_dump(), "name": f"build: {failed.name}", "kind": "build", "flaky": False,
+                        "output": self.builds.log_text(failed)})
         for r in self.last:
             item = r.to_dict()
             item["output"] = r.log_path.read_text(encoding="utf-8", errors="replace")

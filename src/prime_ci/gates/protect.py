@@ -11,7 +11,7 @@ from __future__ import annotations
 import configparser
 import posixpath
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import PurePosixPath
@@ -62,16 +62,24 @@ def check(wt: Worktree, changed: list[str], gate_files: list[str], allow: list[s
     return verdict
 
 
-def hidden_changes(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> list[str]:
+def watched(path: str) -> bool:
+    """An ignored file that can change what a test run does: code and its hooks, outside build and tool dirs."""
+    if "__pycache__/" in path or path.startswith(BUILD_DIRS) or ".egg-info/" in path:
+        return False
+    return _match(path, ALWAYS) or path.endswith(IMPORTABLE)
+
+
+def steers_runner(path: str) -> bool:
+    """A file that configures or hooks the test runner itself (conftest.py, pytest.ini, *.pth...): never
+    excused as a build output."""
+    return _match(path, ALWAYS)
+
+
+def hidden_changes(before: Mapping[str, object], after: Mapping[str, object]) -> list[str]:
     """Ignored files the run created or changed that can steer the tests (a conftest.py hidden by a new
-    .gitignore line, a shadowing module): the patch would not show them, yet the gates ran with them."""
-    hits = []
-    for path, stamp in sorted(after.items()):
-        if before.get(path) == stamp or "__pycache__/" in path or path.startswith(BUILD_DIRS) or ".egg-info/" in path:
-            continue
-        if _match(path, ALWAYS) or path.endswith(IMPORTABLE):
-            hits.append(path)
-    return hits
+    .gitignore line, a shadowing module): the patch would not show them, yet the gates ran with them.
+    ``before`` holds what the run vouches for (the files it started with, and what its builds wrote)."""
+    return [path for path, stamp in sorted(after.items()) if before.get(path) != stamp and watched(path)]
 
 
 def _runner_section_changed(wt: Worktree, path: str) -> bool:

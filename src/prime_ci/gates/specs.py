@@ -6,6 +6,7 @@ import re
 import shlex
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -71,11 +72,26 @@ class GateSpec(BaseModel):
         return value
 
 
-def _describe(exc: ValidationError, index: int) -> str:
+class BuildSpec(BaseModel):
+    """A build: ``--build CMD`` or a ``[[build]]`` table (a gate's name, command, timeout and env rules)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=_NAME, max_length=100)
+    command: str = Field(min_length=1)
+    timeout: float = DEFAULT_TIMEOUT
+    env: dict[str, str] = Field(default_factory=dict)
+
+    def as_gate(self) -> GateSpec:
+        """A build runs through the gate runner (process group, log, timeout, escapee sweep)."""
+        return GateSpec(name=self.name, command=self.command, timeout=self.timeout, env=self.env)
+
+
+def _describe(exc: ValidationError, index: int, kind: str = "gate") -> str:
     errors = exc.errors()
     err = errors[0]
     loc = ".".join(str(p) for p in err["loc"])
-    where = f"gate[{index}]" + (f".{loc}" if loc else "")
+    where = f"{kind}[{index}]" + (f".{loc}" if loc else "")
     if err["type"] == "missing":
         msg = "field required"
     elif err["type"] == "extra_forbidden":
@@ -92,14 +108,17 @@ def _parse_gate_text(text: str, label: str, seen: dict[str, str]) -> list[GateSp
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{label}: invalid TOML: {exc}") from None
-    unknown = sorted(set(data) - {"gate", "setup"})
+    unknown = sorted(set(data) - {"gate", "setup", "build"})
     if unknown:
-        raise ConfigError(f"{label}: unknown top-level key {unknown[0]!r} (gate files hold [[gate]], [[setup]])")
+        raise ConfigError(f"{label}: unknown top-level key {unknown[0]!r} (gate files hold [[gate]], [[setup]], "
+                          "[[build]])")
+    if "build" in data:
+        builds_from_tables(data["build"], label)
     tables = data.get("gate")
     if not tables:
-        if "setup" in data:  # a file of [[setup]] tables only (read by prime_ci.setup_phase)
+        if "setup" in data or "build" in data:  # [[setup]] (engine.setup) or [[build]] tables (builds_from_texts)
             return []
-        raise ConfigError(f"{label}: no [[gate]] or [[setup]] tables")
+        raise ConfigError(f"{label}: no [[gate]], [[setup]] or [[build]] tables")
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         raise ConfigError(f"{label}: gate: must be [[gate]] tables")
     specs = []
@@ -140,6 +159,49 @@ def load_gate_files_from_ref(git_dir: Path, ref: str, paths: list[str]) -> list[
     specs: list[GateSpec] = []
     for path in paths:
         specs.extend(_parse_gate_text(read_file_at(git_dir, ref, path), f"{ref}:{path}", seen))
+    return specs
+
+
+def builds_from_tables(tables: object, label: str) -> list[BuildSpec]:
+    """``[[build]]`` tables: the gate fields' rules for name, command, timeout (a duration) and env."""
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise ConfigError(f"{label}: build: must be [[build]] tables")
+    specs = []
+    for index, table in enumerate(tables):
+        unknown = sorted(set(table) - set(BuildSpec.model_fields))
+        if unknown:
+            raise ConfigError(f"{label}: build[{index}].{unknown[0]}: unknown field")
+        try:
+            gate = GateSpec.model_validate(table)
+        except ValidationError as exc:
+            raise ConfigError(f"{label}: {_describe(exc, index, 'build')}") from None
+        specs.append(BuildSpec(name=gate.name, command=gate.command, timeout=gate.timeout, env=gate.env))
+    return specs
+
+
+def builds_from_texts(texts: list[tuple[str, str]]) -> list[BuildSpec]:
+    """The ``[[build]]`` tables of gate files given as (label, text), already checked by the gate loader."""
+    specs: list[BuildSpec] = []
+    for label, text in texts:
+        data = tomllib.loads(text)
+        if "build" in data:
+            specs += builds_from_tables(data["build"], label)
+    return specs
+
+
+def collect_builds(items: list[str | dict[str, Any]], file_specs: list[BuildSpec]) -> list[BuildSpec]:
+    """``--build`` commands (or a settings file's ``build``: commands or tables), then the gate files'
+    ``[[build]]`` tables; names unique."""
+    commands = [c for c in items if isinstance(c, str)]
+    for position, command in enumerate(commands, start=1):
+        if not command.strip():
+            raise ConfigError(f"--build #{position}: empty command")
+    specs = [BuildSpec(name=g.name, command=g.command) for g in gates_from_commands(commands)]
+    specs += builds_from_tables([t for t in items if not isinstance(t, str)], "settings")
+    specs += file_specs
+    names = [s.name for s in specs]
+    if dupes := sorted({n for n in names if names.count(n) > 1}):
+        raise ConfigError(f"duplicate build name(s): {', '.join(dupes)}")
     return specs
 
 

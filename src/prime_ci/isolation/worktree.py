@@ -158,22 +158,6 @@ class Worktree:
         out = self.git(["status", "--porcelain=v1", "-z", "--untracked-files=normal", "--no-renames"]).stdout
         return [e[3:].decode(errors="surrogateescape") for e in out.split(b"\0") if e.startswith(b"?? ")]
 
-    def ignored_files(self) -> dict[str, tuple[int, int]]:
-        """Ignored files in the worktree (by the .gitignore as it is now) with their (size, mtime_ns): what the
-        patch never shows, though tests may still read it."""
-        out = self.git(["ls-files", "-z", "--others", "--ignored", "--exclude-standard"]).stdout
-        found: dict[str, tuple[int, int]] = {}
-        for raw in out.split(b"\0"):
-            if not raw:
-                continue
-            name = raw.decode(errors="surrogateescape")
-            try:
-                st = (self.path / name).lstat()
-            except OSError:
-                continue
-            found[name] = (st.st_size, st.st_mtime_ns)
-        return found
-
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 
