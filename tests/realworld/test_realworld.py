@@ -35,7 +35,11 @@ def regressed_repo(case: Case, root: Path) -> Path:
     lines = target.read_text().split("\n")
     assert lines.count(case.old) == 1, f"the regression's line is not once in {case.file}: {case.old!r}"
     lines[lines.index(case.old)] = case.new
-    target.write_text("\n".join(lines))
+    regressed = "\n".join(lines)
+    # the scripted edits find their text exactly once: the regressed line, then the wrong fix's line
+    assert lines.count(case.new) == 1 and regressed.count(case.wrong_old) == 1, case
+    assert regressed.replace(case.wrong_old, case.wrong_new).count(case.new) == 1, case
+    target.write_text(regressed)
     return make_repo(repo, {}, message="a one-line regression")
 
 
