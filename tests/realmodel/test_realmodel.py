@@ -104,7 +104,7 @@ def cut_inside_a_tool_call(rec: Recorder) -> list[dict[str, Any]]:
 def test_a_reply_cut_off_inside_a_tool_call_goes_on_to_the_next_turn(tmp_path: Path,
                                                                      recorder: tuple[str, Recorder]) -> None:
     base, rec = recorder
-    outcome = run_real(tmp_path, base, "--max-turns", "4", "--max-gate-retries", "1", "--max-completion-tokens",
+    outcome = run_real(tmp_path, base, "--max-turns", "6", "--max-gate-retries", "2", "--max-completion-tokens",
                        "16")
     assert cut_inside_a_tool_call(rec), "the server never cut a reply inside a tool call: the case was not made"
     result = assert_task_outcome(outcome, rec)
