@@ -29,10 +29,10 @@ from prime_ci.engine.stops import SIGTERM_EXIT, Stop, StopReason
 from prime_ci.errors import KernelLost, ModelError, PersistenceError
 from prime_ci.gates import protect
 from prime_ci.gates.judge import Judge, time_to_green
-from prime_ci.gates.junit import github_annotations
+from prime_ci.gates.junit import ended, github_annotations
 from prime_ci.isolation import procs, redact
 from prime_ci.isolation.box import RUN_VAR, run_needle
-from prime_ci.isolation.sandbox import scrubbed_env
+from prime_ci.isolation.sandbox import colour_off, scrubbed_env
 from prime_ci.isolation.untrusted import clean_terminal_text, fence
 from prime_ci.isolation.worktree import GitError, is_url
 from prime_ci.kernel.api import PRELOAD
@@ -101,6 +101,7 @@ class Run:
         # source's mtime and size cannot stand in for the source the patch shows
         gate_env = {k: v for k, v in env.items() if k != "PRIME_CI_BRIDGE"} | {
             "PYTHONPYCACHEPREFIX": str(wt.root / "gate-pycache")}
+        env = colour_off(env, cfg.pass_env)
         sandbox = self.prep.sandbox
         if sandbox is not None:
             for d in ("kernel", "child-runs"):
@@ -266,7 +267,8 @@ class Run:
             await harness.refine(self.prep.model, self.budget, self.log, harness.refine_instructions, self.say)
         outcome = await self.judge()
         for r in self.judge.last if isinstance(outcome, str) or outcome.reason is not StopReason.COMPLETED else []:
-            self.say(f"gate {r.name}: {'pass' if r.passed else 'FAIL'} (exit {r.exit_code}, {r.duration_s:.1f}s)")
+            how = ended(r.exit_code, r.timed_out, r.timeout_s) + ("" if r.timed_out else f", {r.duration_s:.1f}s")
+            self.say(f"gate {r.name}: {'pass' if r.passed else 'FAIL'} ({how})")
         return outcome
 
     async def _finish(self) -> dict[str, Any]:
