@@ -153,7 +153,7 @@ def gates(
     import asyncio
 
     from prime_ci.engine.environment import Standalone, standalone
-    from prime_ci.gates.junit import github_annotations, write_gates_junit
+    from prime_ci.gates.junit import ended, github_annotations, write_gates_junit
     from prime_ci.gates.runner import gates_from_commands, load_gate_files
 
     specs = gates_from_commands(list(gate)) + load_gate_files(list(gates_file))
@@ -162,9 +162,9 @@ def gates(
     options = Standalone(sandbox=sandbox, python=python, sandbox_ro=list(sandbox_ro), pass_env=list(pass_env))
     results = asyncio.run(standalone(specs, Path.cwd(), logs.resolve(), options, say))
     for r in results:
-        state = "pass" if r.passed else ("timeout" if r.timed_out else "FAIL")
-        say(f"gate {r.name}: {state}{' (flaky)' if r.flaky else ''} exit {r.exit_code} in {r.duration_s:.1f}s "
-             f"-> {r.log_path}")
+        state = "pass" if r.passed else "FAIL"
+        say(f"gate {r.name}: {state}{' (flaky)' if r.flaky else ''} {ended(r.exit_code, r.timed_out, r.timeout_s)} "
+            f"in {r.duration_s:.1f}s -> {r.log_path}")
     if junit is not None:
         write_gates_junit(results, junit)
     if os.environ.get("GITHUB_ACTIONS") == "true":

@@ -50,7 +50,7 @@ async def run_setup(prep: Prepared, env: dict[str, str], say: Callable[[str], No
         result = await run_gate(spec.as_gate(), cwd=prep.worktree.path, env=env, log_dir=log_dir, launcher=launcher,
                                 limits=prep.cfg.limits)
         return SetupOutcome(name=spec.name, command=spec.command, passed=result.passed, exit_code=result.exit_code,
-                            timed_out=result.timed_out, duration_s=round(result.duration_s, 3),
+                            timed_out=result.timed_out, duration_s=round(result.duration_s, 3), timeout_s=spec.timeout,
                             log=str(Path("setup") / result.log_path.name))
 
     before = set(prep.worktree.untracked())

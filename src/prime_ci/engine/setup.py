@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from prime_ci.artifacts.schemas import SetupEntry
 from prime_ci.errors import ConfigError
+from prime_ci.gates.junit import ended
 from prime_ci.gates.specs import GateSpec, gates_from_commands
 from prime_ci.isolation.worktree import read_file_at
 
@@ -113,7 +114,7 @@ async def run_all(specs: list[SetupSpec], runner: Runner, say: Callable[[str], N
         started = time.monotonic()
         outcome = await runner(spec)
         outcomes.append(outcome)
-        state = "ok" if outcome.passed else ("timed out" if outcome.timed_out else f"FAILED (exit {outcome.exit_code})")
+        state = "ok" if outcome.passed else f"FAILED ({ended(outcome.exit_code, outcome.timed_out, spec.timeout)})"
         say(f"setup {spec.name}: {state} in {time.monotonic() - started:.1f}s -> {outcome.log}")
         if not outcome.passed:
             break
@@ -121,5 +122,5 @@ async def run_all(specs: list[SetupSpec], runner: Runner, say: Callable[[str], N
 
 
 def failure_detail(outcome: SetupOutcome) -> str:
-    why = f"timed out after {outcome.duration_s:.0f}s" if outcome.timed_out else f"exit {outcome.exit_code}"
+    why = ended(outcome.exit_code, outcome.timed_out, outcome.timeout_s)
     return f"setup {outcome.name!r} failed ({why}): {outcome.command.strip()[:300]} (log: {outcome.log})"
