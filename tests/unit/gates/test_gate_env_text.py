@@ -56,3 +56,11 @@ def test_a_timed_out_gate_says_so_in_its_log_and_feedback(tmp_path: Path) -> Non
     assert "[prime-ci] stopped: timed out after 1s (the gate's timeout)" in result.log_path.read_text()
     assert "## gate slow: timed out after 1s" in feedback_message([result])
     assert "exit None" not in feedback_message([result])
+
+
+def test_the_kernels_gate_result_says_timed_out() -> None:
+    from prime_ci.kernel.api import GateRun
+
+    run = GateRun(name="slow", command="sleep 9", passed=False, exit_code=None, output="", duration_s=1.0,
+                  timed_out=True)
+    assert repr(run) == "<gate slow TIMED OUT output=0 chars>"
