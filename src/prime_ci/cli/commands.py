@@ -28,6 +28,8 @@ from prime_ci.isolation import limits
 @click.option("--gate", multiple=True, help="Shell command that must exit 0 (repeatable).")
 @click.option("--gates-file", multiple=True, help="TOML file of [[gate]] tables (repeatable).")
 @click.option("--gates-from", help="Read gate files from this commit instead of the worktree.")
+@click.option("--gate-timeout", metavar="DURATION", help="Each gate's timeout unless its [[gate]] table sets one "
+              "(default 10m).")
 @click.option("--max-turns", type=POS, default=40, show_default=True, help="Root model calls.")
 @click.option("--max-tokens", type=POS, default=2_000_000, show_default=True, help="Tokens, children included.")
 @click.option("--max-wall", default="30m", show_default=True, help="Wall clock for the whole run.")
