@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -36,13 +37,15 @@ def test_failing_setup_stops_before_any_model_call(tmp_path: Path, buggy_repo: P
 def test_setup_sees_no_secrets_and_has_the_project_path(
     tmp_path: Path, buggy_repo: Path, server: ScriptedServer
 ) -> None:
-    server.add(reply("nothing to do"))
+    server.add(ipython("import os; print('kernel NO_COLOR', os.environ.get('NO_COLOR'))"), reply("nothing to do"))
     run = run_prime(tmp_path, buggy_repo, server, "--setup", "env > .prime-ci/setup-env.txt; command -v python",
                     "--keep-worktree")
     assert run.code == 0, run.proc.stderr
     env_dump = (Path(run.result["worktree"]) / ".prime-ci" / "setup-env.txt").read_text()
     assert "sk-test-canary" not in env_dump and "OPENAI_API_KEY" not in env_dump
-    assert "NO_COLOR=1" in env_dump
+    # setup and gates see the project's CI environment; only the model's cells have colour turned off
+    assert not [line for line in env_dump.splitlines() if line.startswith(("NO_COLOR=", "FORCE_COLOR=", "CLICOLOR="))]
+    assert "kernel NO_COLOR 1" in json.dumps(server.chat_requests[-1].body["messages"])
     assert "/env/bin/python" in next((run.out / "setup").glob("*.log")).read_text()
     shutil.rmtree(Path(run.result["worktree"]).parent, ignore_errors=True)
 

@@ -3,10 +3,12 @@ are ``engine.stops``)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from prime_ci.durations import format_duration
-from prime_ci.isolation.untrusted import visible
+from prime_ci.gates.junit import ended
+from prime_ci.isolation.untrusted import sanitize, visible
 from prime_ci.model.usage import usd
 
 RESULT_VERSION = 1
@@ -22,15 +24,39 @@ def dirty_note(paths: list[str], included: bool, count: int | None = None) -> st
             "commit them or pass --include-dirty.")
 
 
+def code_cell(text: str, limit: int = 120) -> str:
+    """Untrusted text as a Markdown code span that fits a table cell: one line, cleaned, clipped, its own
+    backticks and pipes unable to end the span or the cell."""
+    text = " ".join(sanitize(str(text)).split())
+    text = text[:limit] + ("…" if len(text) > limit else "")
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text.replace('|', chr(92) + '|')}{pad}{fence}"
+
+
+def _failed(entry: dict[str, Any], label: str) -> str:
+    if not entry.get("timed_out"):
+        return label
+    return "⏱ " + ended(entry.get("exit_code"), True, entry.get("timeout_s"))
+
+
+def _exit(entry: dict[str, Any]) -> str:
+    return "—" if entry.get("exit_code") is None else str(entry["exit_code"])
+
+
+def _rounds_run(name: str, rounds: list[dict[str, Any]]) -> int:
+    """In how many gate rounds the gate ran (a round of a fast rerun and then the full gates counts once)."""
+    return max(len({r.get("round") for r in rounds if name in (r.get("gates") or [])}), 1)
+
+
 def _commands_table(title: str, entries: list[dict[str, Any]]) -> list[str]:
     """Setup or build commands: one row each."""
     if not entries:
         return []
     lines = [f"### {title}", "", "| command | result | exit | time |", "|---|---|---|---|"]
     for s in entries:
-        command = " ".join(str(s["command"]).split())[:120].replace("|", "\\|")
-        state = "✅ ok" if s["passed"] else ("⏱ timeout" if s.get("timed_out") else "❌ failed")
-        lines.append(f"| `{command}` | {state} | {s['exit_code']} | {s['duration_s']:.1f}s |")
+        state = "✅ ok" if s["passed"] else _failed(s, "❌ failed")
+        lines.append(f"| {code_cell(s['command'])} | {state} | {_exit(s)} | {s['duration_s']:.1f}s |")
     return [*lines, ""]
 
 
@@ -54,12 +80,15 @@ def summary_markdown(result: dict[str, Any]) -> str:
     lines += _commands_table("Build (last round)", result.get("build") or [])
     gates = result.get("gates") or []
     if gates:
-        lines += ["### Gates", "", "| gate | result | exit | time | attempts |", "|---|---|---|---|---|"]
+        lines += ["### Gates", "", "| gate | command | result | exit | time | rounds |", "|---|---|---|---|---|---|"]
         for g in gates:
-            state = "✅ pass" if g["passed"] else ("⏱ timeout" if g.get("timed_out") else "❌ fail")
+            state = "✅ pass" if g["passed"] else _failed(g, "❌ fail")
             if g.get("flaky"):
                 state += " (flaky)"
-            lines.append(f"| `{g['name']}` | {state} | {g['exit_code']} | {g['duration_s']:.1f}s | {g['attempts']} |")
+            if g.get("attempts", 1) > 1:
+                state += f" · {g['attempts']} attempts in its last round"
+            lines.append(f"| `{g['name']}` | {code_cell(g['command'])} | {state} | {_exit(g)} | "
+                         f"{g['duration_s']:.1f}s | {_rounds_run(g['name'], result.get('rounds') or [])} |")
         lines.append("")
     u, b = result["usage"], result["budgets"]
     cost = "unknown (price not in litellm's table)" if u["cost_usd"] is None else usd(u["cost_usd"])

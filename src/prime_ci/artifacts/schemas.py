@@ -79,6 +79,7 @@ class SetupEntry(BaseModel):
     timed_out: bool
     duration_s: float
     log: str
+    timeout_s: float | None = None
 
 
 class ResultModel(BaseModel):

@@ -28,6 +28,8 @@ from prime_ci.isolation import limits
 @click.option("--gate", multiple=True, help="Shell command that must exit 0 (repeatable).")
 @click.option("--gates-file", multiple=True, help="TOML file of [[gate]] tables (repeatable).")
 @click.option("--gates-from", help="Read gate files from this commit instead of the worktree.")
+@click.option("--gate-timeout", metavar="DURATION", help="Each gate's timeout unless its [[gate]] table sets one "
+              "(default 10m).")
 @click.option("--max-turns", type=POS, default=40, show_default=True, help="Root model calls.")
 @click.option("--max-tokens", type=POS, default=2_000_000, show_default=True, help="Tokens, children included.")
 @click.option("--max-wall", default="30m", show_default=True, help="Wall clock for the whole run.")
@@ -159,7 +161,7 @@ def gates(
     import asyncio
 
     from prime_ci.engine.environment import Standalone, standalone
-    from prime_ci.gates.junit import github_annotations, write_gates_junit
+    from prime_ci.gates.junit import ended, github_annotations, write_gates_junit
     from prime_ci.gates.runner import gates_from_commands, load_gate_files
     from prime_ci.gates.specs import builds_from_texts, collect_builds
 
@@ -171,10 +173,10 @@ def gates(
                          builds=collect_builds(list(build), builds_from_texts(texts)))
     results = asyncio.run(standalone(specs, Path.cwd(), logs.resolve(), options, say_plain))
     for r in results:
-        state = "pass" if r.passed else ("timeout" if r.timed_out else "FAIL")
+        state = "pass" if r.passed else "FAIL"
         what = r.name if r.name.startswith("build: ") else f"gate {r.name}"
-        say_plain(f"{what}: {state}{' (flaky)' if r.flaky else ''} exit {r.exit_code} in {r.duration_s:.1f}s "
-             f"-> {r.log_path}")
+        say_plain(f"{what}: {state}{' (flaky)' if r.flaky else ''} {ended(r.exit_code, r.timed_out, r.timeout_s)} "
+                  f"in {r.duration_s:.1f}s -> {r.log_path}")
     if junit is not None:
         write_gates_junit(results, junit)
     if os.environ.get("GITHUB_ACTIONS") == "true":

@@ -30,6 +30,7 @@ class RunConfig(BaseModel):
     gate: list[str] = Field(default_factory=list)
     gates_file: list[str] = Field(default_factory=list)
     gates_from: str | None = None
+    gate_timeout: float | None = None
     max_turns: int = Field(40, ge=1)
     max_tokens: int = Field(2_000_000, ge=1)
     max_wall: float = 1800.0
@@ -66,10 +67,10 @@ class RunConfig(BaseModel):
     # once by ``prepare``; never from repository settings (not a REPO_KEY); recorded, so a resumed run keeps them
     limits: Limits = Field(default_factory=Limits)
 
-    @field_validator("max_wall", "cell_timeout", "model_timeout", mode="before")
+    @field_validator("max_wall", "cell_timeout", "model_timeout", "gate_timeout", mode="before")
     @classmethod
-    def _duration(cls, value: Any, info: ValidationInfo) -> float:
-        return parse_duration(value, what=f"--{str(info.field_name).replace('_', '-')}")
+    def _duration(cls, value: Any, info: ValidationInfo) -> float | None:
+        return None if value is None else parse_duration(value, what=f"--{str(info.field_name).replace('_', '-')}")
 
     def task_text(self) -> str:
         if self.task is not None:

@@ -81,7 +81,7 @@ async def run_setup(prep: Prepared, env: dict[str, str], say: Callable[[str], No
             if hint[0]:
                 say(f"setup {spec.name}: hint: {hint[0]}")
         return SetupOutcome(name=spec.name, command=spec.command, passed=result.passed, exit_code=result.exit_code,
-                            timed_out=result.timed_out, duration_s=round(result.duration_s, 3),
+                            timed_out=result.timed_out, duration_s=round(result.duration_s, 3), timeout_s=spec.timeout,
                             log=str(Path("setup") / result.log_path.name))
 
     before = set(prep.worktree.untracked())

@@ -160,6 +160,9 @@ def load_gates(cfg: RunConfig, wt: Worktree) -> list[GateSpec]:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ConfigError(f"duplicate gate name(s): {', '.join(dupes)}")
+    if cfg.gate_timeout is not None:  # a table's own timeout wins
+        specs = [s if "timeout" in s.model_fields_set else s.model_copy(update={"timeout": cfg.gate_timeout})
+                 for s in specs]
     return specs
 
 

@@ -31,10 +31,10 @@ from prime_ci.errors import KernelLost, ModelError, PersistenceError
 from prime_ci.gates import protect
 from prime_ci.gates.builds import Builder
 from prime_ci.gates.judge import Judge, time_to_green
-from prime_ci.gates.junit import github_annotations
+from prime_ci.gates.junit import ended, github_annotations
 from prime_ci.isolation import procs, redact
 from prime_ci.isolation.box import RUN_VAR, run_needle
-from prime_ci.isolation.sandbox import scrubbed_env
+from prime_ci.isolation.sandbox import colour_off, scrubbed_env
 from prime_ci.isolation.untrusted import clean_terminal_text, fence
 from prime_ci.isolation.worktree import DIRTY_SHOWN, GitError, is_url
 from prime_ci.kernel.api import PRELOAD
@@ -103,6 +103,7 @@ class Run:
         env = scrubbed_env(wt.root / "home", cfg.pass_env, project_vars(self.prep, {
             "PRIME_CI_BRIDGE": str(self.bridge.path), RUN_VAR: self.marker}))
         gate_env = gate_vars(self.prep, env)
+        env = colour_off(env, cfg.pass_env)
         sandbox = self.prep.sandbox
         if sandbox is not None:
             for d in ("kernel", "child-runs"):
@@ -285,10 +286,11 @@ class Run:
         elif isinstance(outcome, str) or outcome.reason is not StopReason.COMPLETED:
             broken = self.judge.builds.failed() if self.judge.builds else None
             if broken is not None:
-                state = "timed out" if broken.timed_out else f"FAILED (exit {broken.exit_code})"
+                state = "FAILED (" + ended(broken.exit_code, broken.timed_out, broken.timeout_s) + ")"
                 self.say(f"build {broken.name}: {state} in {broken.duration_s:.1f}s -> {broken.log}; gates not run")
             for r in [] if broken else self.judge.last:
-                self.say(f"gate {r.name}: {'pass' if r.passed else 'FAIL'} (exit {r.exit_code}, {r.duration_s:.1f}s)")
+                how = ended(r.exit_code, r.timed_out, r.timeout_s) + ("" if r.timed_out else f", {r.duration_s:.1f}s")
+                self.say(f"gate {r.name}: {'pass' if r.passed else 'FAIL'} ({how})")
         return outcome
 
     async def _finish(self) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from prime_ci.artifacts.schemas import SetupEntry
 from prime_ci.errors import ConfigError
+from prime_ci.gates.junit import ended
 from prime_ci.gates.specs import GateSpec, gates_from_commands
 from prime_ci.isolation.redact import redact
 from prime_ci.isolation.untrusted import clean_terminal_text
@@ -137,7 +138,7 @@ async def run_all(specs: list[SetupSpec], runner: Runner, say: Callable[[str], N
         started = time.monotonic()
         outcome = await runner(spec)
         outcomes.append(outcome)
-        state = "ok" if outcome.passed else ("timed out" if outcome.timed_out else f"FAILED (exit {outcome.exit_code})")
+        state = "ok" if outcome.passed else f"FAILED ({ended(outcome.exit_code, outcome.timed_out, spec.timeout)})"
         say(f"setup {spec.name}: {state} in {time.monotonic() - started:.1f}s -> {outcome.log}")
         if not outcome.passed:
             break
@@ -145,7 +146,7 @@ async def run_all(specs: list[SetupSpec], runner: Runner, say: Callable[[str], N
 
 
 def failure_detail(outcome: SetupOutcome, hint: str | None = None) -> str:
-    why = f"timed out after {outcome.duration_s:.0f}s" if outcome.timed_out else f"exit {outcome.exit_code}"
+    why = ended(outcome.exit_code, outcome.timed_out, outcome.timeout_s)
     text = f"setup {outcome.name!r} failed ({why}): {outcome.command.strip()[:300]} (log: {outcome.log})"
     return f"{text}; hint: {hint}" if hint else text
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 import junit_xml
 
 from prime_ci.artifacts import durable
+from prime_ci.durations import format_duration
 from prime_ci.isolation.untrusted import strip_ansi
 
 if TYPE_CHECKING:
@@ -212,10 +213,17 @@ def failure_lines(result: GateResult, *, max_lines: int = 50) -> list[str]:
     return lines
 
 
+def ended(exit_code: int | None, timed_out: bool, timeout_s: float | None, *, code: str = "exit") -> str:
+    """How a gate, setup or build command ended, in words: ``exit 3`` or ``timed out after 10m``."""
+    if timed_out:
+        if not timeout_s:
+            return "timed out"
+        return f"timed out after {format_duration(timeout_s) if timeout_s >= 60 else f'{timeout_s:g}s'}"
+    return f"{code} {exit_code}"
+
+
 def status_text(result: GateResult) -> str:
-    if result.timed_out:
-        return f"timed out after {result.timeout_s:g}s" if result.timeout_s else "timed out"
-    return f"exit code {result.exit_code}"
+    return ended(result.exit_code, result.timed_out, result.timeout_s, code="exit code")
 
 
 def _failure_output(result: GateResult) -> str:

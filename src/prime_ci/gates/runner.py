@@ -25,12 +25,17 @@ from prime_ci.errors import ConfigError, PersistenceError
 from prime_ci.gates.failures import scan_log
 from prime_ci.gates.feedback import feedback_message
 from prime_ci.gates.fingerprint import DEFAULT_EXCLUDES, workspace_fingerprint
-from prime_ci.gates.junit import JUnitFailure, parse_junit_failures
+from prime_ci.gates.junit import (
+    JUnitFailure,
+    ended,
+    parse_junit_failures,
+)
 from prime_ci.gates.specs import GateSpec, gates_from_commands, load_gate_files, load_gate_files_from_ref
 from prime_ci.isolation.box import Box, run_of
 from prime_ci.isolation.limits import Events, Limits, human, reason
 from prime_ci.isolation.procs import kill_tree, send_signal
 from prime_ci.isolation.redact import StreamRedactor
+from prime_ci.isolation.untrusted import TerminalBytes
 
 MARKER_VAR = "PRIME_CI_GATE_TOKEN"
 HEAD_BYTES = TAIL_BYTES = 32 * 1024
@@ -109,20 +114,21 @@ class _HeadTail:
 
 
 class _Sink(asyncio.Protocol):
-    """Masks the gate's merged stdout/stderr as it arrives and appends it to its log up to ``LOG_HEAD`` bytes;
-    keeps the last ``LOG_TAIL`` for the end of the log, and head+tail in memory."""
+    """Cleans (terminal sequences) and masks the gate's merged stdout/stderr as it arrives and appends it to
+    its log up to ``LOG_HEAD`` bytes; keeps the last ``LOG_TAIL`` for the end of the log, and head+tail in memory."""
 
     def __init__(self, log: BinaryIO) -> None:
         self.log = log
         self.buffer = _HeadTail()
         self.error: OSError | None = None
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._terminal = TerminalBytes()  # before masking: an escape sequence inside a secret must not hide it
         self._redactor = StreamRedactor()
         self._logged = 0
         self._log_tail = bytearray()
 
     def data_received(self, data: bytes) -> None:
-        self._add(self._redactor.feed(data))
+        self._add(self._redactor.feed(self._terminal.feed(data)))
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed.done():
@@ -130,6 +136,7 @@ class _Sink(asyncio.Protocol):
 
     def finish(self, note: str | None) -> None:
         """The end of the stream: what was held back, the log's tail and a line on a limit that was hit."""
+        self._add(self._redactor.feed(self._terminal.flush()))
         self._add(self._redactor.end())
         tail = bytes(self._log_tail[-LOG_TAIL:])
         if elided := self.buffer.total - self._logged - len(tail):
@@ -235,6 +242,9 @@ async def _attempt(
                 while loop.time() < deadline and _group_alive(proc.pid):
                     await asyncio.sleep(0.05)
             note = reason(limits, Events(), box.events(), proc.returncode)
+            if timed_out:
+                stopped = f"stopped: {ended(None, True, spec.timeout)} (the gate's timeout)"
+                note = f"{stopped}; {note}" if note else stopped
             kill_tree(proc.pid, needle, proc.pid, box)
             cleaned = True
             returncode = await proc.wait()

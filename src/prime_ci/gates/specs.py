@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shlex
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from prime_ci.durations import parse_duration
 from prime_ci.errors import ConfigError
+from prime_ci.gates.naming import command_word
 from prime_ci.isolation.worktree import read_file_at
 
 DEFAULT_TIMEOUT = 600.0
@@ -205,36 +205,6 @@ def collect_builds(items: list[str | dict[str, Any]], file_specs: list[BuildSpec
     return specs
 
 
-_WRAPPERS = {"env", "time", "nice", "exec", "command", "nohup", "timeout"}
-_RUNNERS = {"uv": "run", "poetry": "run", "pipx": "run", "hatch": "run", "pdm": "run"}
-_PACKAGE_MANAGERS = {"npm", "yarn", "pnpm", "bun"}
-
-
-def _command_word(command: str) -> str:
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
-    words = [w for w in words if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w)]
-    while words and Path(words[0]).name in _WRAPPERS:
-        words = words[1:]
-        while words and words[0].startswith("-"):
-            words = words[1:]
-    if not words:
-        return ""
-    first, rest = Path(words[0]).name, words[1:]
-    if re.match(r"^python[0-9.]*$", first) and len(rest) >= 2 and rest[0] == "-m":
-        return rest[1]
-    if _RUNNERS.get(first) and rest[:1] == [_RUNNERS[first]] and len(rest) >= 2:
-        return Path(rest[1]).name
-    if first in ("npx", "pnpx", "bunx") and rest:
-        return Path(rest[0]).name
-    if first in _PACKAGE_MANAGERS and rest:
-        task = rest[1] if rest[0] == "run" and len(rest) > 1 else rest[0]
-        return f"{first}-{task}"
-    return first
-
-
 def gates_from_commands(commands: list[str]) -> list[GateSpec]:
     """Specs for ``--gate CMD`` flags, named after the command (``pytest``, ``ruff``, ``npm-test``...)."""
     specs: list[GateSpec] = []
@@ -242,7 +212,7 @@ def gates_from_commands(commands: list[str]) -> list[GateSpec]:
     for position, command in enumerate(commands, start=1):
         if not command.strip():
             raise ConfigError(f"--gate #{position}: empty command")
-        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", _command_word(command)).strip("-.")[:60]
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", command_word(command)).strip("-.")[:60]
         name, suffix = slug or f"gate-{position}", position
         while name in used:
             name, suffix = f"{slug or 'gate'}-{suffix}", suffix + 1

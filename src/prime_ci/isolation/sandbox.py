@@ -60,7 +60,10 @@ HIDDEN = ("/run", "/var/run")
 # writable itself; the host's copies are bound over the new /proc's, read-only.
 PROC_READONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
 SANDBOX_ID = "65534"  # the uid and gid inside a sandbox started by root (nobody, mapped to root outside)
-NO_COLOR_ENV = {"NO_COLOR": "1", "TERM": "dumb", "PY_COLORS": "0", "FORCE_COLOR": "0", "CLICOLOR": "0"}
+# The kernel's cells run in a pseudo-terminal: colour and redraws off at the source (what leaks is stripped).
+# Not FORCE_COLOR=0: with NO_COLOR, node warns about the pair on every start. Gates, setup and builds get none
+# of these: they see the environment the project's own CI gives them (some projects test colour handling).
+NO_COLOR_ENV = {"NO_COLOR": "1", "TERM": "dumb", "PY_COLORS": "0", "CLICOLOR": "0"}
 _SYSTEM = ("/proc", "/sys", "/dev")
 PR_SET_DUMPABLE = 4
 
@@ -68,12 +71,10 @@ PR_SET_DUMPABLE = 4
 def scrubbed_env(home: Path, pass_env: list[str] | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
     """An allowlisted environment: provider keys and tokens never pass unless named in ``pass_env``.
 
-    Colour is off by default (the model and the logs get plain text); ``--pass-env`` of one of those names, or
-    a gate's own ``env``, turns it back on. ``PATH`` is the job's, as found (``extra`` puts the project's
-    environment first): never prime-ci's own interpreter directory.
+    No colour settings are added (the kernel's are added by ``colour_off``). ``PATH`` is the job's, as found
+    (``extra`` puts the project's environment first): never prime-ci's own interpreter directory.
     """
     env = {k: os.environ[k] for k in SAFE_ENV if k in os.environ}
-    env.update(NO_COLOR_ENV)
     for name in pass_env or []:
         if name in os.environ:
             env[name] = os.environ[name]
@@ -104,6 +105,10 @@ def network_files(settings: dict[str, str]) -> list[str]:
     """Existing files and directories the network settings name (CA bundles, config files)."""
     return [value for name, value in settings.items() if name in _NETWORK_FILES and value.startswith("/")
             and os.path.exists(value) and not value.startswith(MASKED) and not _hides(value)]
+def colour_off(env: dict[str, str], pass_env: list[str] | None = None) -> dict[str, str]:
+    """The kernel's environment: ``env`` with colour off, except a variable ``--pass-env`` brought in."""
+    kept = {name for name in pass_env or [] if name in env and name in os.environ}
+    return env | {k: v for k, v in NO_COLOR_ENV.items() if k not in kept}
 
 
 def make_undumpable() -> None:

@@ -5,6 +5,7 @@ This is defence in depth only: the sandbox, not the prompt, is what keeps secret
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Callable
 from typing import Any
@@ -119,6 +120,19 @@ def visible(text: str) -> str:
     if _HIDDEN.search(text) is None:
         return text
     return _HIDDEN.sub(lambda m: f"<U+{ord(m[0]):04X}>", text)
+class TerminalBytes:
+    """A :class:`TerminalStream` over bytes: UTF-8 is cleaned, bytes that are not UTF-8 pass as they are."""
+
+    def __init__(self, hold: int = 4096) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
+        self._stream = TerminalStream(hold)
+
+    def feed(self, data: bytes) -> bytes:
+        return self._stream.feed(self._decoder.decode(data)).encode("utf-8", "surrogateescape")
+
+    def flush(self) -> bytes:
+        text = self._stream.feed(self._decoder.decode(b"", final=True)) + self._stream.flush()
+        return text.encode("utf-8", "surrogateescape")
 
 
 def sanitize(text: str) -> str:

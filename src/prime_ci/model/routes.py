@@ -256,7 +256,7 @@ async def context_window(model: Model) -> tuple[int, str]:
     listed = table.window(model.name)
     if listed is not None:
         return listed, "litellm's model table"
-    return DEFAULT_WINDOW, "a default (unknown model: set --context-window)"
+    return DEFAULT_WINDOW, "the default for a model of unknown size; set --context-window"
 
 
 def completion_limit(model: Model, flag: int | None) -> tuple[int, str | None]:

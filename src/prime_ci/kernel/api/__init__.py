@@ -66,8 +66,9 @@ class GateRun:
     kind: str = "full"  # "fast": a rerun of just the previously failing tests
 
     def __repr__(self) -> str:
-        state = "passed" if self.passed else "FAILED"
-        return f"<gate {self.name} {state} exit={self.exit_code} output={len(self.output)} chars>"
+        state = "passed" if self.passed else "TIMED OUT" if self.timed_out else "FAILED"
+        ended = "" if self.timed_out else f" exit={self.exit_code}"
+        return f"<gate {self.name} {state}{ended} output={len(self.output)} chars>"
 
 
 def _gate_runs(items: list[dict[str, Any]]) -> list[GateRun]:
