@@ -19,7 +19,8 @@ from prime_ci.gates.junit import FAILURE_TEXT_LIMIT, Kind, relative, stack_locat
 MESSAGE_LIMIT = 500
 
 PYTEST_BANNER = re.compile(r"=+ (.+?) =+$")
-PYTEST_HEAD = re.compile(r"_{3,} (.+?) _{3,}$")
+# a long test id leaves room for one "_" each side; "_ _ _ _" alone separates traceback entries
+PYTEST_HEAD = re.compile(r"_+ (?![_ ]+$)(.+?) _+$")
 FAIL_LINE = re.compile(r"\s*FAIL\s+(.+?)\s*$")
 GO_DONE = re.compile(r"\s*--- (?:FAIL|PASS|SKIP): (\S+)")
 GO_LOG = re.compile(r"\s+(\S+\.go):(\d+): (.*)$")

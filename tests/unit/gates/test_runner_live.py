@@ -104,3 +104,32 @@ def test_node_test_gate_reruns_the_failing_tests_by_name(tmp_path: Path) -> None
     fast = _fast(plan, project, tmp_path)
     assert [f.test for f in fast.failures] == ["suite > broken"] and plan.settles(fast, project)
     assert "other fine" not in fast.output and "# pass 0" in fast.output
+
+
+LONG_IDS = """\
+import pytest
+
+
+@pytest.mark.parametrize("text", ["short", "x" * 90])
+def test_long(text):
+    assert text == "never", "long id"
+
+
+def test_after():
+    assert 1 == 2, "the next test"
+"""
+
+
+def test_pytest_sections_of_long_test_ids_keep_their_own_location(tmp_path: Path) -> None:
+    # pytest pads a section title with a single "_" when the test id fills the line: "_ tests/...::id _"
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "test_ids.py").write_text(LONG_IDS)
+    result = _gate(GateSpec(name="pytest", command="python -m pytest -p no:cacheprovider"), tmp_path / "p", tmp_path)
+    log = result.log_path.read_text()
+    assert "\n_ test_long[x" in log  # the case this test is about really happened
+    found = {f.test: f for f in result.failures}
+    assert len(found) == 3, found
+    for test, failure in found.items():
+        want = 10 if test.endswith("test_after") else 6
+        assert (failure.file, failure.line) == ("test_ids.py", want), (test, failure)
+        assert "long id" in failure.message or "the next test" in failure.message
