@@ -23,6 +23,8 @@ def test_demo_exits_zero_offline(tmp_path: Path) -> None:
     session = (tmp_path / "out" / "session.jsonl").read_text()
     assert "prime_ci.gate_feedback" in session, "the demo should show a failing gate fed back"
     assert "test_add" in session
+    # every round is said on the console, the failing one and the passing one
+    assert "gate pytest: FAIL" in proc.stderr and "gate pytest: pass" in proc.stderr, proc.stderr
 
 
 def test_wheel_contains_package_data_and_runs_demo(tmp_path: Path) -> None:

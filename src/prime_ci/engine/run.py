@@ -283,7 +283,7 @@ class Run:
         outcome = await self.judge()
         if self.judge.skipped:
             self.say(f"gates skipped: unchanged since round {self.judge.rounds} (still failing)")
-        elif isinstance(outcome, str) or outcome.reason is not StopReason.COMPLETED:
+        else:  # every round is said, a passing one too: the console shows where the time went
             broken = self.judge.builds.failed() if self.judge.builds else None
             if broken is not None:
                 state = "FAILED (" + ended(broken.exit_code, broken.timed_out, broken.timeout_s) + ")"
