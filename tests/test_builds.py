@@ -25,14 +25,14 @@ def test_a_c_extension_is_fixed_in_the_sandbox(tmp_path: Path, server: ScriptedS
     assert result.changed_files == ["fastcalc/_calc.c"]
     patch = (run.out / "patch.diff").read_text()
     assert "+    return PyLong_FromLong(a + b);" in patch and ".so" not in patch
-    assert [(b.name, b.passed) for b in result.build] == [("python", True)]
-    assert "running build_ext" in (run.out / "build" / "python.log").read_text()
+    assert [(b.name, b.passed) for b in result.build] == [("setup.py", True)]
+    assert "running build_ext" in (run.out / "build" / "setup.py.log").read_text()
     assert [(r.kind, r.passed) for r in result.rounds][:2] == [("build", False), ("full", False)]
 
     system = server.chat_requests[0].body["messages"][0]["content"]
     assert "Build commands run before every gate round" in system and BUILD in system
     err = run.proc.stderr
-    assert "build python: FAILED (exit 1)" in err and "gates not run" in err
+    assert "build setup.py: FAILED (exit 1)" in err and "gates not run" in err
     assert "gates skipped: unchanged since round 2" in err
     # the skipped round repeats no gate verdict: the only FAIL line is round 2's
     assert len(re.findall(r"gate pytest: FAIL", err)) == 1, err

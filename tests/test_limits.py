@@ -221,7 +221,7 @@ def test_a_secret_split_across_reads_never_reaches_the_gate_log(tmp_path: Path, 
     secret = f"tok-{uuid.uuid4().hex}"
     server.add(reply("done"))
     out = tmp_path / "out-0"
-    run = run_prime(tmp_path, _repo(tmp_path), server, "--gate", f"python split.py {out}/gates/python.log",
+    run = run_prime(tmp_path, _repo(tmp_path), server, "--gate", f"python split.py {out}/gates/split.py.log",
                     "--pass-env", "LIMITS_TEST_TOKEN", "--sandbox", "off", env={"LIMITS_TEST_TOKEN": secret})
     assert run.out == out and run.code == 0, run.proc.stderr
     assert _gate_log(out) == "BEFORE [REDACTED]\nAFTER\nSTREAM CLEAN\n"

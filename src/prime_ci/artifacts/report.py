@@ -87,7 +87,7 @@ def summary_markdown(result: dict[str, Any]) -> str:
                 state += " (flaky)"
             if g.get("attempts", 1) > 1:
                 state += f" · {g['attempts']} attempts in its last round"
-            lines.append(f"| `{g['name']}` | {code_cell(g['command'])} | {state} | {_exit(g)} | "
+            lines.append(f"| `{g['name']}` | {code_cell(g.get('command', ''))} | {state} | {_exit(g)} | "
                          f"{g['duration_s']:.1f}s | {_rounds_run(g['name'], result.get('rounds') or [])} |")
         lines.append("")
     u, b = result["usage"], result["budgets"]

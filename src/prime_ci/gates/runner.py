@@ -122,7 +122,9 @@ class _Sink(asyncio.Protocol):
         self.buffer = _HeadTail()
         self.error: OSError | None = None
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._terminal = TerminalBytes()  # before masking: an escape sequence inside a secret must not hide it
+        # before masking: an escape sequence inside a secret must not hide it; hold=0 keeps the log streaming
+        # (only an escape sequence cut by a read waits for the next one), so a watched log is never a line behind
+        self._terminal = TerminalBytes(hold=0)
         self._redactor = StreamRedactor()
         self._logged = 0
         self._log_tail = bytearray()

@@ -120,6 +120,8 @@ def visible(text: str) -> str:
     if _HIDDEN.search(text) is None:
         return text
     return _HIDDEN.sub(lambda m: f"<U+{ord(m[0]):04X}>", text)
+
+
 class TerminalBytes:
     """A :class:`TerminalStream` over bytes: UTF-8 is cleaned, bytes that are not UTF-8 pass as they are."""
 

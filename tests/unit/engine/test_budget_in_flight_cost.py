@@ -32,7 +32,7 @@ def test_two_calls_in_flight_cannot_together_exceed_max_cost() -> None:
         model = ScriptedModel([spend_all(release), spend_all(release)])
         budget = Budget(Limits(max_cost=MAX_COST), pricing=lambda m: PRICE)
         messages = [{"role": "user", "content": "work"}]
-        tasks = [asyncio.create_task(budget.call(model, messages, [], turn=False, prompt_tokens=10))
+        tasks = [asyncio.create_task(budget.call(model, messages, [], turn=False, prompt_chars=20))
                  for _ in range(2)]
         async with asyncio.timeout(10):  # until both reached the model or were refused
             while len(model.calls) + sum(t.done() for t in tasks) < 2:

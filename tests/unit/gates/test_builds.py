@@ -92,11 +92,11 @@ def test_a_c_fix_is_built_before_each_round_and_only_the_source_is_in_the_patch(
     assert stop.reason == "completed", stop
 
     first = feedback(model, 2)  # after the C that does not compile: the build's log, no gate ran
-    assert "Gate round 1: build failed" in first and "## build: python (exit 1)" in first, first
-    assert "error:" in first and "Full log: build/python.log" in first
+    assert "Gate round 1: build failed" in first and "## build: setup.py (exit 1)" in first, first
+    assert "error:" in first and "Full log: build/setup.py.log" in first
     second = feedback(model, 4)  # after the wrong fix: it built, and the tests ran against the new module
     assert "Gate round 2: failed" in second and "assert 1 == 5" in second, second
-    assert "The builds ran first (python: ok)" in second
+    assert "The builds ran first (setup.py: ok)" in second
     assert [(r["kind"], r["passed"]) for r in judge.round_log] == [
         ("build", False), ("full", False), ("fast", True), ("full", True)]
 
@@ -104,8 +104,8 @@ def test_a_c_fix_is_built_before_each_round_and_only_the_source_is_in_the_patch(
     assert changed == ["fastcalc/_calc.c"] and "+    return PyLong_FromLong(a + b);" in patch
     assert ".so" not in patch and "build/" not in patch
     assert judge.builds is not None and judge.builds.hidden() == [], "the rebuilt module is the build's output"
-    assert [(o.name, o.passed) for o in judge.builds.last] == [("python", True)]
-    assert BUILD_RE in (tmp_path / "out" / "build" / "python.log").read_text()
+    assert [(o.name, o.passed) for o in judge.builds.last] == [("setup.py", True)]
+    assert BUILD_RE in (tmp_path / "out" / "build" / "setup.py.log").read_text()
     state = rebuild(read_session(tmp_path / "out" / "session.jsonl"))
     assert (state.gate_rounds, state.failed_rounds) == (3, 2), "a resumed run counts the failed build's round"
 
@@ -177,5 +177,5 @@ def test_prime_ci_gates_runs_the_builds_first_and_no_gate_after_a_failed_one(tmp
     assert gate.passed and gate.name == "python", "built first, so the gate imported the (buggy) module"
     (wt.path / "fastcalc" / "_calc.c").write_text("not C\n")
     [broken] = asyncio.run(standalone(check, wt.path, tmp_path / "logs" / "gates", options, print))
-    assert (broken.name, broken.passed) == ("build: python", False)
-    assert broken.log_path == tmp_path / "logs" / "build" / "python.log"
+    assert (broken.name, broken.passed) == ("build: setup.py", False)
+    assert broken.log_path == tmp_path / "logs" / "build" / "setup.py.log"
