@@ -55,6 +55,10 @@ def run_real(tmp_path: Path, base: str, *extra: str, seed: int = 1) -> Outcome:
     args = ["run", str(repo), "--task", "Fix the failing test.", "--model", f"openai/{MODEL_ALIAS}", "--api-base",
             base + "/v1", "--out", str(out), "--gate", "python -m pytest -q", "--seed", str(seed),
             "--max-wall", "15m", *extra]
+    if "--max-completion-tokens" not in extra:
+        # this 270M model often repeats itself to the limit: a reply of thousands of tokens on 2 cores takes
+        # minutes, so a run of six turns would take an hour; 384 tokens hold a short cell
+        args += ["--max-completion-tokens", "384"]
     proc = run_cli(args, cwd=tmp_path, env={"OPENAI_API_KEY": "sk-unused-by-llama-server"}, timeout=1200)
     return Outcome(proc, out)
 
