@@ -54,31 +54,11 @@ def admit(cfg: RunConfig, wt: Worktree, repo_keys: set[str], warn: Warn) -> RunC
             names += found
             update["gates_file"].append(name)
     if "setup" in repo_keys:
-        update["setup"], setup_names = [], set[str]()
-        for item in cfg.setup:
-            try:
-                these = {s.name for s in setup_phase.collect([item], [])}
-            except ConfigError as exc:
-                ignored(f"setup entry {str(item)[:80]!r}", exc)
-                continue
-            if these & setup_names:
-                ignored(f"setup entry {str(item)[:80]!r}", f"name(s) already used: {', '.join(these & setup_names)}")
-                continue
-            setup_names |= these
-            update["setup"].append(item)
+        update["setup"] = _named_entries(cfg.setup, "setup", lambda i: {s.name for s in setup_phase.collect([i], [])},
+                                         ignored)
     if "build" in repo_keys:
-        update["build"], build_names = [], set[str]()
-        for item in cfg.build:
-            try:
-                these = {b.name for b in collect_builds([item], [])}
-            except ConfigError as exc:
-                ignored(f"build entry {str(item)[:80]!r}", exc)
-                continue
-            if these & build_names:
-                ignored(f"build entry {str(item)[:80]!r}", f"name(s) already used: {', '.join(these & build_names)}")
-                continue
-            build_names |= these
-            update["build"].append(item)
+        update["build"] = _named_entries(cfg.build, "build", lambda i: {b.name for b in collect_builds([i], [])},
+                                         ignored)
     if "sandbox_ro" in repo_keys:
         update["sandbox_ro"] = []
         for p in cfg.sandbox_ro:
@@ -94,6 +74,27 @@ def admit(cfg: RunConfig, wt: Worktree, repo_keys: set[str], warn: Warn) -> RunC
             update["python"] = None
     return cfg.model_copy(update=update)
 
+
+
+def _named_entries(items: list[str | dict[str, Any]], kind: str,
+                   names_of: Callable[[str | dict[str, Any]], set[str]],
+                   ignored: Callable[[str, object], None]) -> list[str | dict[str, Any]]:
+    """The setup or build entries that are well formed and whose names are not taken by an earlier one."""
+    kept: list[str | dict[str, Any]] = []
+    taken: set[str] = set()
+    for item in items:
+        what = f"{kind} entry {str(item)[:80]!r}"
+        try:
+            these = names_of(item)
+        except ConfigError as exc:
+            ignored(what, exc)
+            continue
+        if these & taken:
+            ignored(what, f"name(s) already used: {', '.join(these & taken)}")
+            continue
+        taken |= these
+        kept.append(item)
+    return kept
 
 def _outside(root: Path, name: str) -> str | None:
     """Why ``name`` is not a path inside the worktree (symlinks followed), or None."""
