@@ -23,10 +23,15 @@ def test_resume_sweeps_what_the_killed_run_left(tmp_path: Path, buggy_repo: Path
            "TMPDIR": str(tmp)}
     out = tmp_path / "out"
     with ScriptedServer(script=counting_script) as srv:
-        proc = subprocess.Popen([PRIME_CI, "run", str(buggy_repo), "--task", "count", "--model", "openai/x",
-                                 "--api-base", srv.url, "--out", str(out), "--sandbox", "off"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for_chat(srv, 2, proc)
+        log = tmp_path / "run.log"
+        with log.open("wb") as sink:
+            proc = subprocess.Popen([PRIME_CI, "run", str(buggy_repo), "--task", "count", "--model", "openai/x",
+                                     "--api-base", srv.url, "--out", str(out), "--sandbox", "off"], env=env,
+                                    stdout=sink, stderr=subprocess.STDOUT)
+        try:
+            wait_for_chat(srv, 2, proc)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{log.read_text(errors='replace')}") from None
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         run = next(json.loads(line)["data"] for line in (out / "session.jsonl").read_text().splitlines()
