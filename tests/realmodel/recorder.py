@@ -6,7 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -36,6 +36,8 @@ class Exchange:
 class Recorder:
     def __init__(self, upstream: str) -> None:
         self.upstream = urlsplit(upstream)
+        # changes a chat request's body before the server sees it (what is recorded is what the server saw)
+        self.rewrite: Callable[[bytes], bytes] | None = None
         self.exchanges: list[Exchange] = []
         self.lock = threading.Lock()
 
@@ -44,6 +46,8 @@ class Recorder:
             return [e for e in self.exchanges if e.path.endswith("/chat/completions")]
 
     def forward(self, method: str, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes, str]:
+        if self.rewrite is not None and path.endswith("/chat/completions"):
+            body = self.rewrite(body)
         conn = http.client.HTTPConnection(self.upstream.hostname or "127.0.0.1", self.upstream.port, timeout=600)
         try:
             conn.request(method, path, body=body or None, headers=headers)

@@ -11,6 +11,7 @@ runs reuse it. Every request goes through a recording pass-through, so a failure
 from __future__ import annotations
 
 import fcntl
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 from llama_server import CONTEXT, MODEL_ALIAS, LlamaServer, cache_dir, running_server
-from recorder import Recorder, recording
+from recorder import Exchange, Recorder, recording
 
 from conftest import BUGGY, Outcome, make_repo, run_cli
 from prime_ci.model.usage import Usage
@@ -94,28 +95,48 @@ def test_multi_turn_runs_with_gates_end_in_the_tasks_outcome(tmp_path: Path, rec
     assert (outcome.out / "gates").is_dir() and any((outcome.out / "gates").iterdir())
 
 
-def cut_inside_a_tool_call(rec: Recorder) -> list[dict[str, Any]]:
-    """The replies the server cut at the completion cap while a tool call was open."""
+UNREADABLE = "does not match the expected"  # this llama.cpp build's 500 for a tool call it cut at the cap
+
+
+def cut_inside_a_tool_call(rec: Recorder) -> list[Exchange]:
+    """The replies the server cut at the completion cap while a tool call was open: answered with the truncated
+    call (older llama.cpp builds) or refused as unreadable (this one)."""
     cut = []
     for exchange in rec.completions():
         if exchange.status == 200:
             choice = exchange.response_json()["choices"][0]
             if choice["finish_reason"] == "length" and choice["message"].get("tool_calls"):
-                cut.append(choice["message"])
+                cut.append(exchange)
+        elif exchange.status == 500 and UNREADABLE in exchange.response.decode(errors="replace"):
+            cut.append(exchange)
     return cut
+
+
+def open_a_tool_call(body: bytes) -> bytes:
+    """The first request with the opening of a tool call prefilled as the reply's start (llama.cpp continues a
+    final assistant message): this 270M base model seldom opens a call on its own, and the case is the server's
+    behaviour when its cap lands inside one."""
+    request = json.loads(body)
+    if not any(m["role"] == "assistant" for m in request["messages"]):
+        request["messages"].append({"role": "assistant", "content": '<tool_call>\n{"name": "ipython", '
+                                                                    '"arguments": {"code": "'})
+    return json.dumps(request).encode()
 
 
 def test_a_reply_cut_off_inside_a_tool_call_goes_on_to_the_next_turn(tmp_path: Path,
                                                                      recorder: tuple[str, Recorder]) -> None:
     base, rec = recorder
-    outcome = run_real(tmp_path, base, "--max-turns", "6", "--max-gate-retries", "2", "--max-completion-tokens",
-                       "16")
-    assert cut_inside_a_tool_call(rec), "the server never cut a reply inside a tool call: the case was not made"
-    result = assert_task_outcome(outcome, rec)
+    rec.rewrite = open_a_tool_call
+    outcome = run_real(tmp_path, base, "--max-turns", "4", "--max-gate-retries", "1", "--max-completion-tokens",
+                       "24")
+    cut = cut_inside_a_tool_call(rec)
+    assert cut, "the server never cut a reply inside a tool call: the case was not made\n" + explain(outcome, rec)
+    assert outcome.code in TASK_OUTCOMES, explain(outcome, rec)
+    result = outcome.result
     assert result["usage"]["turns"] > 1, explain(outcome, rec)
-    # the next request carried the cut-off call in a form the server accepted (asserted above: all 200)
-    later = [e.request_json() for e in rec.completions()[1:]]
-    assert any(m.get("tool_calls") for body in later for m in body["messages"] if m["role"] == "assistant")
+    # every request after the cut was accepted: what went back to the server was a form it reads
+    after = rec.completions()[rec.completions().index(cut[-1]) + 1:]
+    assert after and all(e.status == 200 for e in after), explain(outcome, rec)
 
 
 @pytest.fixture(scope="module")

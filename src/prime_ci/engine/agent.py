@@ -15,7 +15,7 @@ from prime_ci.engine.stops import Stop, StopReason
 from prime_ci.errors import ContextOverflow
 from prime_ci.isolation.untrusted import clean_terminal_text
 from prime_ci.kernel.client import CellResult
-from prime_ci.model.providers import endpoint
+from prime_ci.model.providers import UNREADABLE, endpoint
 from prime_ci.model.routes import Model, ModelReply, ToolCall
 from prime_ci.model.usage import Cost, TokenRate, Usage, message_chars, session_usage
 from prime_ci.session.log import SessionLog
@@ -136,6 +136,10 @@ class Agent:
             except BudgetExhausted as exc:
                 return Stop(exc.reason, exc.detail)
             self._record_reply(reply)
+            if reply.finish_reason == UNREADABLE:
+                if (stop := self._unreadable(reply)) is not None:
+                    return stop
+                continue
             if reply.tool_calls:
                 if (stop := await self._run_tools(reply.tool_calls)) is not None:
                     return stop
@@ -234,6 +238,7 @@ class Agent:
             "assistant", parts, api="openai-completions", provider=provider, model=model,
             usage=session_usage(reply.usage, reply.cost),
             stopReason="toolUse" if reply.tool_calls else _stop_reason(reply.finish_reason),
+            **({"errorMessage": reply.errors[-1]} if reply.finish_reason == UNREADABLE and reply.errors else {}),
         )
         self._usage_of[eid] = reply.usage.total_tokens, reply.usage, reply.cost or Cost()
         self.last_assistant = eid
@@ -277,6 +282,19 @@ class Agent:
         if self._malformed >= MAX_MALFORMED:
             return Stop(StopReason.MODEL_ERROR, f"{endpoint(self.model)}: {MAX_MALFORMED} malformed tool calls in a "
                         f"row (the last: {problem[:160]})")
+        return None
+
+    def _unreadable(self, reply: ModelReply) -> Stop | None:
+        """The server generated a reply it could not read (llama.cpp's 500 on a tool call cut off at the completion
+        cap): tell the model, which then writes a different reply; a run of them is a model error."""
+        self._malformed += 1
+        if self._malformed >= MAX_MALFORMED:
+            return Stop(StopReason.MODEL_ERROR, f"{endpoint(self.model)}: {MAX_MALFORMED} replies in a row the "
+                        f"server could not read (the last: {reply.errors[-1][:160]})")
+        self.say("prime_ci.unreadable_reply",
+                 "The model server could not read your last reply, so nothing of it was run "
+                 f"({reply.errors[-1][:200]}). It was most likely cut off at the completion token limit in the "
+                 "middle of a tool call. Send a shorter cell: write long files in parts over several cells.")
         return None
 
     def _tool_result(self, call: ToolCall, text: str, *, is_error: bool, cell: CellResult | None = None) -> None:
@@ -360,4 +378,4 @@ def _args_for_log(call: ToolCall) -> Any:
 
 
 def _stop_reason(finish: str) -> str:
-    return {"length": "length", "stop": "stop"}.get(finish, finish)
+    return {"length": "length", "stop": "stop", UNREADABLE: "error"}.get(finish, finish)

@@ -28,8 +28,8 @@ from typing import Any, Protocol
 
 from prime_ci.engine.stops import StopReason
 from prime_ci.errors import ModelError, PrimeCIError
-from prime_ci.model.providers import Model, ModelReply, endpoint, seconds
-from prime_ci.model.usage import TokenRate, Usage, message_chars, usd
+from prime_ci.model.providers import UNREADABLE, Model, ModelReply, endpoint, seconds
+from prime_ci.model.usage import Cost, TokenRate, Usage, message_chars, usd
 
 MIN_COMPLETION = 16
 WARN_AT = (0.5, 0.8, 0.95)
@@ -253,7 +253,13 @@ class Budget:
         finally:
             self.release(held)
             del self.in_flight[key]
-        rate.observe(chars, reply.usage.prompt_tokens)
+        if reply.finish_reason == UNREADABLE and not reply.usage.total_tokens:
+            # the server generated a reply it could not read and said nothing of its usage: charge the worst case
+            reply.usage = Usage(prompt_tokens=estimate, completion_tokens=held.max_tokens)
+            if price is not None:
+                reply.cost = Cost(input=estimate * price[0], output=held.max_tokens * price[1])
+        else:
+            rate.observe(chars, reply.usage.prompt_tokens)
         self.charge(reply.usage, reply.cost_usd, turn=turn)
         return reply
 

@@ -38,6 +38,10 @@ _WINDOW = re.compile(r"maximum context length is (\d+)|> ?(\d+) maximum|context 
 # litellm reports some missing keys as 500s: an absent or refused key is never retried
 _AUTH = re.compile(r"missing \S+ api key|api[_ ]key (?:client option )?must be set|no api key|"
                    r"invalid (?:x-)?api[-_ ]key|incorrect api key|authentication", re.I)
+# llama.cpp's server when its own parser cannot read what the model generated (a tool call cut off at the
+# completion cap, or malformed): older builds and newer ones word it differently
+_UNREADABLE = re.compile(r"does not match the expected \S+ format|failed to parse tool call", re.I)
+UNREADABLE = "unreadable"  # the finish reason of a reply the server generated but could not read
 
 
 @dataclass
@@ -205,6 +209,7 @@ class RetryingModel:
     ) -> ModelReply:
         deadline = time.monotonic() + timeout
         errors: list[str] = []
+        unreadable = 0
         for number in range(1, self.policy.attempts + 1):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -219,6 +224,9 @@ class RetryingModel:
                 self._refuse(exc)
                 errors.append(f"HTTP {exc.status}: {exc}" if exc.status is not None else str(exc))
                 delay = self._backoff(number, exc.retry_after)
+                unreadable = unreadable + 1 if exc.status == 500 and _UNREADABLE.search(str(exc)) else 0
+                if unreadable == 2:  # the same generation again (a seed, greedy sampling): the turn says it
+                    return ModelReply("", [], Usage(), None, UNREADABLE, self.name, attempts=number, errors=errors)
             else:
                 reply.attempts, reply.errors = number, errors
                 reply.cost = await self.pricer(reply.usage)

@@ -13,10 +13,10 @@ from prime_ci.engine.agent import Agent, wire_arguments
 from prime_ci.engine.budget import Budget, Limits
 from prime_ci.engine.resume import rebuild
 from prime_ci.engine.stops import Stop, StopReason
-from prime_ci.model.providers import ModelReply, ToolCall
+from prime_ci.model.providers import ModelReply, OpenAICompatModel, RetryPolicy, ToolCall
 from prime_ci.model.usage import Usage
 from prime_ci.session.log import SessionLog, read_session
-from prime_ci.testing import ScriptedServer, ipython, reply, tool_call
+from prime_ci.testing import ScriptedServer, error, ipython, reply, tool_call
 from prime_ci.testing.fakes import FakeExecutor, ScriptedModel, text_reply
 
 CUT = '{"code": "open(\'big.py\', \'w\').write(\'\'\'\\nline 1\\nli'
@@ -83,3 +83,51 @@ def test_a_strict_server_run_cut_off_inside_a_tool_call_goes_on_to_the_next_turn
     sent = [c["function"]["arguments"] for m in last if m["role"] == "assistant" for c in m.get("tool_calls", [])]
     assert [json.loads(a) for a in sent[:2]] == [{"code": "open('big.py', 'w').write('''\nline 1\nli"}, {}]
     assert "small.py" in run.result["changed_files"]
+
+
+LLAMA_UNREADABLE = "The model produced output that does not match the expected peg-native format"
+
+
+def _agent_on(srv: ScriptedServer, tmp_path: Path) -> tuple[Agent, FakeExecutor, SessionLog]:
+    model = OpenAICompatModel("openai/m", srv.url, policy=RetryPolicy(base_delay=0.01, max_delay=0.01))
+    kernel = FakeExecutor()
+    log = SessionLog.create(tmp_path / "session.jsonl", cwd=str(tmp_path))
+    agent = Agent(model, kernel, Budget(Limits()), log, _completed, cell_timeout=60.0)
+    agent.conversation.add({"role": "system", "content": "system prompt"})
+    agent.give_task("the task")
+    return agent, kernel, log
+
+
+def test_a_reply_the_server_cannot_read_is_told_to_the_model_and_the_run_goes_on(tmp_path: Path) -> None:
+    """A llama.cpp build whose parser cannot read a tool call cut at the cap answers 500, the same for the same
+    request: after a second such answer the model is told, charged the worst case, and its next reply runs."""
+    steps = [error(500, LLAMA_UNREADABLE, times=2), ipython("print(1)"), reply("done")]
+    with ScriptedServer(steps, strict=True) as srv:
+        agent, kernel, log = _agent_on(srv, tmp_path)
+        stop = asyncio.run(agent.run())
+        requests = srv.chat_requests
+    assert stop.reason is StopReason.COMPLETED
+    assert kernel.cells == ["print(1)"]
+    assert len(requests) == 4  # two unreadable attempts, the reply after the note, the final one
+    *_, sent, told = requests[2].body["messages"]
+    assert sent == {"role": "assistant", "content": ""}
+    assert told["role"] == "user" and "could not read your last reply" in told["content"]
+    assert "cut off at the completion token limit" in told["content"]
+    log.close()
+    session = read_session(log.path, strict=True)
+    failed = [e["message"] for e in session.entries if e.get("type") == "message"
+              and e["message"].get("stopReason") == "error"]
+    assert len(failed) == 1 and LLAMA_UNREADABLE in failed[0]["errorMessage"]
+    first = next(e["data"] for e in session.entries if e.get("customType") == "prime_ci.usage")
+    assert first["model_calls"] == 1 and first["completion_tokens"] > 0  # charged its worst case
+    assert rebuild(session).messages == agent.conversation.messages[1:]  # a resume sends the same
+
+
+def test_replies_the_server_cannot_read_again_and_again_are_a_model_error(tmp_path: Path) -> None:
+    with ScriptedServer([error(500, LLAMA_UNREADABLE, times=6)], strict=True) as srv:
+        agent, kernel, log = _agent_on(srv, tmp_path)
+        stop = asyncio.run(agent.run())
+    log.close()
+    assert stop.reason is StopReason.MODEL_ERROR
+    assert "3 replies in a row the server could not read" in stop.detail
+    assert kernel.cells == []
