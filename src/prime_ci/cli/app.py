@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from prime_ci import __version__
-from prime_ci.cli import status
+from prime_ci.cli.status import above
 
 POS = click.IntRange(min=1)
 NONNEG = click.IntRange(min=0)
@@ -28,7 +28,7 @@ def say(text: str) -> None:
     from prime_ci.isolation.untrusted import visible
 
     text = visible(text)  # names and commands from the repository: bidi and control characters shown, not obeyed
-    with status.above():  # a run's live status line is cleared, then drawn again below the line
+    with above():  # a run's live status line is cleared, then drawn again below the line
         _print(text)
 
 
