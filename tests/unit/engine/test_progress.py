@@ -7,12 +7,15 @@ from pathlib import Path
 
 from conftest import wait_until_async
 from prime_ci.activity import Activity, watch
+from prime_ci.children.family import Family
+from prime_ci.children.member import Member
 from prime_ci.engine.agent import Agent
 from prime_ci.engine.budget import Budget, Limits
 from prime_ci.engine.progress import Status, start_ticker, stop_ticker
 from prime_ci.engine.stops import Stop, StopReason
 from prime_ci.gates.runner import GateSpec, run_gate
 from prime_ci.isolation.limits import Limits as BoxLimits
+from prime_ci.isolation.worktree import Worktree
 from prime_ci.model.providers import ModelReply
 from prime_ci.session.log import SessionLog
 from prime_ci.testing.fakes import FakeExecutor, ModelCall, ScriptedModel, text_reply, tool_reply
@@ -121,5 +124,34 @@ def test_a_gate_process_is_its_phase_while_it_runs(tmp_path: Path) -> None:
             go.touch()
             assert (await task).passed
             assert activity.latest() is None
+
+    asyncio.run(main())
+
+
+def test_a_sub_agents_model_call_is_named_by_the_sub_agent(tmp_path: Path) -> None:
+    async def main() -> None:
+        activity = Activity()
+        watch(activity)
+        called, release = asyncio.Event(), asyncio.Event()
+
+        async def held(call: ModelCall) -> ModelReply:
+            called.set()
+            await release.wait()
+            return text_reply("done")
+
+        model = ScriptedModel([held])
+        log = SessionLog.create(tmp_path / "session.jsonl", cwd=str(tmp_path))
+        wt = Worktree(tmp_path, tmp_path / ".git", "0" * 40, tmp_path, str(tmp_path))
+        family = Family(log, tmp_path, wt, Budget(Limits()), model, lambda name: model, {},
+                        str(tmp_path / "bridge.sock"), 1, 4, 10, 60.0, lambda text: None, limits=BoxLimits())
+        family.members["fixer"] = Member("c1", "fixer", "root", 1, model.name, tmp_path / "c1", token="t")
+        call = asyncio.create_task(family.model_call({"child": "fixer", "token": "t", "tools": [],
+                                                      "messages": [{"role": "user", "content": "go"}]}))
+        await called.wait()
+        phase = activity.latest()
+        assert phase is not None and phase.label == "sub-agent fixer › model call" and not phase.turn
+        release.set()
+        assert (await call)["text"] == "done"
+        log.close()
 
     asyncio.run(main())
