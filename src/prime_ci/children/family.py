@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from prime_ci.activity import doing
 from prime_ci.children import TOKEN_VAR, messages
 from prime_ci.children.auth import descends_from
 from prime_ci.children.member import Member, Message, children_of
@@ -243,9 +244,10 @@ class Family:
                     "budget": self.ledger(member)}
         cap, window = request.get("max_tokens"), request.get("window")
         try:
-            reply = await self.budget.call(self._member_model(member), request["messages"], request["tools"],
-                                           turn=False, max_tokens=int(cap) if cap is not None else None,
-                                           window=int(window) if window is not None else None)
+            with doing(f"sub-agent {member.name}"):  # the status line: whose model call the run waits for
+                reply = await self.budget.call(self._member_model(member), request["messages"], request["tools"],
+                                               turn=False, max_tokens=int(cap) if cap is not None else None,
+                                               window=int(window) if window is not None else None)
         except BudgetExhausted as exc:
             return {"stop": exc.reason.value, "detail": exc.detail, "budget": self.ledger(member)}
         member.calls += 1

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from prime_ci import __version__
+from prime_ci.cli.status import above
 
 POS = click.IntRange(min=1)
 NONNEG = click.IntRange(min=0)
@@ -27,6 +28,11 @@ def say(text: str) -> None:
     from prime_ci.isolation.untrusted import visible
 
     text = visible(text)  # names and commands from the repository: bidi and control characters shown, not obeyed
+    with above():  # a run's live status line is cleared, then drawn again below the line
+        _print(text)
+
+
+def _print(text: str) -> None:
     if sys.stderr.isatty():
         console().print(f"[dim]prime-ci:[/dim] {text}", markup=True)
     else:  # CI logs: plain lines, without rich's per-line rendering cost (nor its markup parser if no tags)

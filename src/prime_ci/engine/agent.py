@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from prime_ci.activity import doing
 from prime_ci.engine.budget import BudgetExhausted, Meter
 from prime_ci.engine.compact import Compactor
 from prime_ci.engine.stops import Stop, StopReason
@@ -183,9 +184,10 @@ class Agent:
     async def _compact(self) -> bool:
         assert self.compactor is not None
         focus, self.compact_requested, self.compact_focus = self.compact_focus, False, None
-        done = await self.compactor.compact(self.conversation.messages, self.conversation.ids, focus=focus,
-                                            kernel_names=self.kernel.user_names, task=self.task,
-                                            tokens_before=self.conversation.tokens)
+        with doing("compaction"):
+            done = await self.compactor.compact(self.conversation.messages, self.conversation.ids, focus=focus,
+                                                kernel_names=self.kernel.user_names, task=self.task,
+                                                tokens_before=self.conversation.tokens)
         if done is None:
             return False
         self.conversation.replace(*done)
@@ -268,7 +270,8 @@ class Agent:
             self._tool_result(first, f"Error: {problem}", is_error=True)
         else:
             self._malformed = 0
-            result = await self.kernel.execute(code, timeout=min(self.cell_timeout, self.budget.wall_left()))
+            with doing("cell"):
+                result = await self.kernel.execute(code, timeout=min(self.cell_timeout, self.budget.wall_left()))
             self._tool_result(first, result.text or "(no output)", is_error=not result.ok, cell=result)
             if self.progress is not None:
                 lines = code.count("\n") + 1

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Protocol
 
+from prime_ci.activity import doing
 from prime_ci.engine.stops import StopReason
 from prime_ci.errors import ModelError, PrimeCIError
 from prime_ci.model.providers import UNREADABLE, Model, ModelReply, endpoint, seconds
@@ -241,8 +242,9 @@ class Budget:
         key = id(held)
         self.in_flight[key] = endpoint(model), time.monotonic()
         try:
-            reply = await asyncio.wait_for(
-                model.complete(messages, tools, max_tokens=held.max_tokens, timeout=limit), limit + GRACE_S)
+            with doing("model call", turn=turn):
+                reply = await asyncio.wait_for(
+                    model.complete(messages, tools, max_tokens=held.max_tokens, timeout=limit), limit + GRACE_S)
         except TimeoutError:
             self._abandoned(estimate, price, turn)
             raise ModelError(f"{endpoint(model)}: no answer since {seconds(limit)}") from None

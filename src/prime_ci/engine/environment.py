@@ -71,7 +71,7 @@ async def run_setup(prep: Prepared, env: dict[str, str], say: Callable[[str], No
         # the gates' variables (--pass-env included) win over the job's network settings
         own_env = {**network, **env} if spec.network else env
         result = await run_gate(spec.as_gate(), cwd=prep.worktree.path, env=own_env, log_dir=log_dir,
-                                launcher=launcher, limits=prep.cfg.limits)
+                                launcher=launcher, limits=prep.cfg.limits, kind="setup")
         if not result.passed:
             tail = last_lines(result.output)
             say(f"setup {spec.name}: last {len(tail)} line(s) of its output:")

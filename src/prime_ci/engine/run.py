@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from prime_ci.activity import Activity, doing, watch
 from prime_ci.artifacts import report
 from prime_ci.artifacts.notebook import NotebookWriter
 from prime_ci.artifacts.schemas import result_json
@@ -23,6 +24,7 @@ from prime_ci.engine.budget import MAX_CALL_S, Budget, Limits
 from prime_ci.engine.compact import Compactor
 from prime_ci.engine.environment import environment_section, gate_vars, project_vars, run_setup
 from prime_ci.engine.prepare import Prepared
+from prime_ci.engine.progress import Progress, start_ticker, stop_ticker
 from prime_ci.engine.prompt import base_prompt
 from prime_ci.engine.resume import ResumeState
 from prime_ci.engine.setup import SetupOutcome, failure_detail
@@ -81,6 +83,8 @@ class Run:
     marker: str = field(default_factory=lambda: entry_id() + entry_id())
     gate_env: dict[str, str] = field(default_factory=dict)
     setup: list[SetupOutcome] = field(default_factory=list)
+    progress: Progress | None = None  # the console's status line
+    activity: Activity = field(default_factory=Activity)
 
     def __post_init__(self) -> None:
         self.bridge, self.child_bridge = Bridge(run_dir(self.marker)), Bridge(run_dir(self.marker))
@@ -128,6 +132,8 @@ class Run:
         loop = asyncio.get_running_loop()
         for sig in SIGNAL_EXIT:
             loop.add_signal_handler(sig, self._on_signal, sig, task)
+        watch(self.activity)  # the phases of every task started from here on
+        ticker = start_ticker(self.progress, self.budget, self.activity)
         try:
             self.stop = await asyncio.wait_for(self._work(env), timeout=max(0.1, self.budget.wall_left()))
         except TimeoutError:
@@ -146,6 +152,7 @@ class Run:
             self.stop = Stop(StopReason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
             self.say(traceback.format_exc())
         finally:
+            stop_ticker(ticker, self.progress)
             for sig in SIGNAL_EXIT:
                 loop.remove_signal_handler(sig)
         if self.bridge.failures and self.stop.reason is StopReason.COMPLETED:
@@ -194,7 +201,8 @@ class Run:
         builder = self.judge.builds
         assert builder is not None
         await builder.start(self.say)
-        await self.kernel.start()
+        with doing("kernel start"):
+            await self.kernel.start()
         self.say(f"kernel ready in {time.monotonic() - started:.1f}s (pid {self.kernel.pid})")
         agent = Agent(self.prep.model, self.kernel, self.budget, self.log, self._turn_end, cfg.cell_timeout,
                       progress=self.say, inbox=lambda: self.family.drain(self.family.root) if self.family else [],
@@ -273,7 +281,8 @@ class Run:
         family = self.family
         if family is not None and (family.running() or family.root.inbox):
             self.say("waiting for running children before the gates")
-            await family.wait_for_children(self.budget.wall_left())
+            with doing("waiting for sub-agents"):
+                await family.wait_for_children(self.budget.wall_left())
             if family.root.inbox or family.running():
                 return ""  # continue: the messages are delivered before the next model call
         harness = self.prep.harness
@@ -391,8 +400,9 @@ def _in_actions() -> bool:
     return os.environ.get("GITHUB_ACTIONS") == "true"
 
 
-def execute(prep: Prepared, say: Say, *, resume: ResumeState | None = None, salvage: bool = False) -> dict[str, Any]:
-    run = Run(prep, say, resume=resume, salvage=salvage)
+def execute(prep: Prepared, say: Say, *, resume: ResumeState | None = None, salvage: bool = False,
+            progress: Progress | None = None) -> dict[str, Any]:
+    run = Run(prep, say, resume=resume, salvage=salvage, progress=progress)
     try:
         with contextlib.suppress(KeyboardInterrupt):
             return asyncio.run(run.execute())

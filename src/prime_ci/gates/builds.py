@@ -87,7 +87,7 @@ class Builder:
             self.last = []
             for spec in self.specs:
                 result = await run_gate(spec.as_gate(), cwd=wt.path, env=self.env, log_dir=self.log_dir,
-                                        launcher=self.launcher, limits=self.limits)
+                                        launcher=self.launcher, limits=self.limits, kind="build")
                 outcome = BuildOutcome(name=spec.name, command=spec.command, passed=result.passed,
                                        exit_code=result.exit_code, timed_out=result.timed_out,
                                        duration_s=round(result.duration_s, 3),

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
+from prime_ci.activity import doing
 from prime_ci.artifacts.durable import describe
 from prime_ci.errors import ConfigError, PersistenceError
 from prime_ci.gates.failures import scan_log
@@ -284,11 +285,12 @@ async def run_gate(
     limits: Limits,
     kill_grace: float = 2.0,
     launcher: Sequence[str] = (),
+    kind: str = "gate",
 ) -> GateResult:
     """Run one gate (with its reruns) in ``cwd``; the output of the last attempt is ``<name>.log``.
 
     ``limits``: each attempt's box (the run's). ``launcher``: an argv prefix for ``bash -c COMMAND`` (a sandbox
-    command line ending in ``--``).
+    command line ending in ``--``). ``kind``: what the run's status line calls it (gate, build, setup).
     """
     log_path = log_dir / f"{spec.name}.log"
     try:
@@ -301,8 +303,9 @@ async def run_gate(
     attempts = 0
     while True:
         attempts += 1
-        exit_code, timed_out, output, size, failures = await _attempt(spec, cwd, env, log_path, kill_grace, launcher,
-                                                                      limits)
+        with doing(f"{kind} {spec.name}" + (f" (attempt {attempts})" if attempts > 1 else "")):
+            exit_code, timed_out, output, size, failures = await _attempt(spec, cwd, env, log_path, kill_grace,
+                                                                          launcher, limits)
         passed = exit_code == 0
         if passed or attempts > spec.reruns:
             break

@@ -1,0 +1,157 @@
+"""Issue 26, live progress (engine side): what the run is doing and its budgets, sampled while a phase runs."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from conftest import wait_until_async
+from prime_ci.activity import Activity, watch
+from prime_ci.children.family import Family
+from prime_ci.children.member import Member
+from prime_ci.engine.agent import Agent
+from prime_ci.engine.budget import Budget, Limits
+from prime_ci.engine.progress import Status, start_ticker, stop_ticker
+from prime_ci.engine.stops import Stop, StopReason
+from prime_ci.gates.runner import GateSpec, run_gate
+from prime_ci.isolation.limits import Limits as BoxLimits
+from prime_ci.isolation.worktree import Worktree
+from prime_ci.model.providers import ModelReply
+from prime_ci.session.log import SessionLog
+from prime_ci.testing.fakes import FakeExecutor, ModelCall, ScriptedModel, text_reply, tool_reply
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.seen: list[Status] = []
+        self.closed = False
+
+    def update(self, status: Status) -> None:
+        self.seen.append(status)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+async def _completed() -> Stop | str:
+    return Stop(StopReason.COMPLETED, "turn ended")
+
+
+def test_the_ticker_shows_the_turn_call_cell_and_budgets_while_each_runs(tmp_path: Path) -> None:
+    async def main() -> None:
+        activity, shown = Activity(), Recorder()
+        watch(activity)
+        release_call, release_cell = asyncio.Event(), asyncio.Event()
+
+        async def slow_call(call: ModelCall) -> ModelReply:
+            await release_call.wait()
+            return text_reply("done")
+
+        async def slow_cell(code: str) -> str:
+            await release_cell.wait()
+            return "ok"
+
+        model = ScriptedModel([tool_reply("x = 1", prompt_tokens=900, completion_tokens=100), slow_call])
+        budget = Budget(Limits(max_turns=7, max_tokens=50_000, max_wall=600.0))
+        log = SessionLog.create(tmp_path / "session.jsonl", cwd=str(tmp_path))
+        agent = Agent(model, FakeExecutor([slow_cell]), budget, log, _completed, cell_timeout=60.0)
+        agent.give_task("the task")
+        ticker = start_ticker(shown, budget, activity)
+        run = asyncio.create_task(agent.run())
+
+        await wait_until_async(lambda: shown.seen and shown.seen[-1].phase == "cell", what="the cell's status")
+        in_cell = shown.seen[-1]
+        assert (in_cell.turn, in_cell.max_turns, in_cell.tokens, in_cell.max_tokens) == (1, 7, 1000, 50_000)
+        assert in_cell.max_wall_s == 600.0
+        release_cell.set()
+        await wait_until_async(lambda: shown.seen[-1].phase == "model call", what="the second call's status")
+        assert shown.seen[-1].turn == 2  # the turn in progress, not the turns done
+        first = shown.seen[-1].phase_s
+        await wait_until_async(lambda: shown.seen[-1].phase_s > first, what="a later sample of the same call")
+        release_call.set()
+        assert (await run).reason is StopReason.COMPLETED
+        await wait_until_async(lambda: shown.seen[-1].phase is None, what="no phase once the loop ended")
+        stop_ticker(ticker, shown)
+        assert shown.closed and shown.seen[-1].turn == 2
+        log.close()
+
+    asyncio.run(main())
+
+
+def test_a_compaction_call_is_named_inside_its_phase() -> None:
+    from prime_ci.activity import doing
+
+    async def main() -> None:
+        activity = Activity()
+        watch(activity)
+        budget = Budget(Limits())
+        inner = asyncio.Event()
+
+        async def step(call: ModelCall) -> ModelReply:
+            inner.set()
+            await asyncio.Event().wait()  # until cancelled
+            raise AssertionError("unreachable")
+
+        async def compaction() -> None:
+            with doing("compaction"):
+                await budget.call(ScriptedModel([step]), [{"role": "user", "content": "x"}], [], turn=False)
+
+        task = asyncio.create_task(compaction())
+        await inner.wait()
+        status = Status.of(budget, activity)
+        assert status.phase == "compaction › model call" and status.turn == 0  # not a turn of the loop
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert activity.latest() is None
+
+    asyncio.run(main())
+
+
+def test_a_gate_process_is_its_phase_while_it_runs(tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    spec = GateSpec(name="unit", command=f"while [ ! -e {go} ]; do sleep 0.02; done")
+
+    async def main() -> None:
+        activity = Activity()
+        watch(activity)
+        for kind in ("gate", "setup"):
+            go.unlink(missing_ok=True)
+            task = asyncio.create_task(run_gate(spec, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"},
+                                                log_dir=tmp_path / kind, limits=BoxLimits(), kind=kind))
+            await wait_until_async(lambda: activity.latest() is not None, what="the gate's phase")
+            phase = activity.latest()
+            assert phase is not None and phase.label == f"{kind} unit"
+            go.touch()
+            assert (await task).passed
+            assert activity.latest() is None
+
+    asyncio.run(main())
+
+
+def test_a_sub_agents_model_call_is_named_by_the_sub_agent(tmp_path: Path) -> None:
+    async def main() -> None:
+        activity = Activity()
+        watch(activity)
+        called, release = asyncio.Event(), asyncio.Event()
+
+        async def held(call: ModelCall) -> ModelReply:
+            called.set()
+            await release.wait()
+            return text_reply("done")
+
+        model = ScriptedModel([held])
+        log = SessionLog.create(tmp_path / "session.jsonl", cwd=str(tmp_path))
+        wt = Worktree(tmp_path, tmp_path / ".git", "0" * 40, tmp_path, str(tmp_path))
+        family = Family(log, tmp_path, wt, Budget(Limits()), model, lambda name: model, {},
+                        str(tmp_path / "bridge.sock"), 1, 4, 10, 60.0, lambda text: None, limits=BoxLimits())
+        family.members["fixer"] = Member("c1", "fixer", "root", 1, model.name, tmp_path / "c1", token="t")
+        call = asyncio.create_task(family.model_call({"child": "fixer", "token": "t", "tools": [],
+                                                      "messages": [{"role": "user", "content": "go"}]}))
+        await called.wait()
+        phase = activity.latest()
+        assert phase is not None and phase.label == "sub-agent fixer › model call" and not phase.turn
+        release.set()
+        assert (await call)["text"] == "done"
+        log.close()
+
+    asyncio.run(main())
