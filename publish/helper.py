@@ -6,7 +6,7 @@
     helper.py stage-harness SRC DEST               copy harness state as the run commits it (no hidden files)
     helper.py secrets PATCH                       refuse a patch whose added lines look like credentials
     helper.py title RESULT_JSON [TITLE]           a one-line, sanitized PR title
-    helper.py body RESULT_JSON                    the change PR's body, sanitized
+    helper.py body RESULT_JSON                    the change PR's body (summary.md beside it), sanitized
     helper.py sanitize FILE                       sanitize markdown written by the model (harness-pr.md)
 
 A refusal prints one line on stderr and exits 1; usage errors exit 2.
@@ -39,6 +39,7 @@ SECRET_PATTERNS = (
     ("Google API key", r"\bAIza[0-9A-Za-z_-]{35}\b"),
 )
 MAX_BODY = 60_000
+FOOTER = "Opened by the prime-ci publish step. Review the diff as you would any contribution; prime-ci never merges."
 ZWSP = "\u200b"
 
 
@@ -150,16 +151,18 @@ def allowed_hosts() -> set[str]:
     return hosts
 
 
-def sanitize(text: str) -> str:
+def sanitize(text: str, *, collapsible: bool = False) -> str:
     """Make model-influenced markdown safe to post (RELIABILITY S9): no hidden text, images, HTML, links to
-    other hosts, @mentions, issue references or closing keywords; bounded size."""
+    other hosts, @mentions, issue references or closing keywords; bounded size. ``collapsible``: bare
+    ``<details>``/``<summary>`` tags stay (summary.md folds the patch in one)."""
     hosts = allowed_hosts()
     text = re.sub(r"<!--.*?(-->|\Z)", "", text, flags=re.DOTALL)
     text = re.sub(r"[\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]", "", text)
     text = re.sub(r"\x1b\[[0-9;?]*[ -/]*[@-~]", "", text)
     text = re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", "", text)
     text = re.sub(r"!\[[^\]]*\]\([^)]*\)|!\[[^\]]*\]\[[^\]]*\]", "[image removed]", text)
-    text = re.sub(r"</?[A-Za-z][A-Za-z0-9:-]*(\s[^<>]*)?/?>", "", text)
+    kept = r"(?!</?(details|summary)>)" if collapsible else ""
+    text = re.sub(kept + r"</?[A-Za-z][A-Za-z0-9:-]*(\s[^<>]*)?/?>", "", text)
 
     def url(match: re.Match[str]) -> str:
         host = match.group(2).lower()
@@ -213,7 +216,13 @@ def title(result: dict[str, Any], given: str) -> str:
     return text[:120] + ("…" if len(text) > 120 else "")
 
 
-def body(result: dict[str, Any]) -> str:
+def body(result: dict[str, Any], summary: str | None = None) -> str:
+    """The change pull request's body: the run's summary.md (its verdict, rounds, change, the model's final
+    message, budget) when the artifacts have it, else one made from result.json; sanitized either way."""
+    if summary is not None:
+        head = (f"prime-ci run {code(result.get('run_id', ''))} on base "
+                f"{code(str(result.get('base_commit', ''))[:12])}.")
+        return sanitize("\n\n".join([head, summary.strip(), FOOTER]), collapsible=True) + "\n"
     usage = result.get("usage") or {}
     cost = usage.get("cost_usd")
     task = " ".join(str(result.get("task", "")).split())
@@ -242,8 +251,7 @@ def body(result: dict[str, Any]) -> str:
     flags = result.get("flags") or []
     if flags:
         lines += ["", "**Flags:**", ""] + [f"- {' '.join(str(f).split())}" for f in flags[:20]]
-    lines += ["", "Opened by the prime-ci publish step. Review the diff as you would any contribution; "
-              "prime-ci never merges."]  # fmt: skip
+    lines += ["", FOOTER]
     return sanitize("\n".join(lines)) + "\n"
 
 
@@ -293,7 +301,9 @@ def main(argv: list[str]) -> int:
         elif args.cmd == "title":
             print(title(load_json(args.result), args.given))
         elif args.cmd == "body":
-            sys.stdout.write(body(load_json(args.result)))
+            summary = Path(args.result).with_name("summary.md")
+            text = summary.read_text(encoding="utf-8", errors="replace") if summary.is_file() else None
+            sys.stdout.write(body(load_json(args.result), text))
         elif args.cmd == "sanitize":
             sys.stdout.write(sanitize(Path(args.file).read_text(encoding="utf-8", errors="replace")))
     except Refused as exc:

@@ -1141,6 +1141,16 @@ def test_sanitize_neutralises_mentions_references_and_links() -> None:
     assert "\u202e" not in text and "\x1b" not in text and "hidden" not in text
 
 
+def test_the_change_pr_body_is_summary_md_with_only_its_folds_kept_as_html() -> None:
+    summary = ("## ✅ prime-ci: `completed` (exit 0)\n\n<details><summary>The patch (1 lines)</summary>\n\n"
+               "```diff\n+x\n```\n\n</details>\n\n<details open><img src=x> cc @team, fixes #4\n")
+    body = publish_helper().body({"run_id": "r1", "base_commit": "a" * 40}, summary)
+    assert body.startswith("prime-ci run `r1` on base `aaaaaaaaaaaa`.\n\n## ✅ prime-ci: `completed` (exit 0)")
+    assert "<details><summary>The patch (1 lines)</summary>" in body and body.count("</details>") == 1
+    assert "<details open>" not in body and "<img" not in body and "@team" not in body and "#4" not in body
+    assert body.rstrip().endswith("prime-ci never merges.")
+
+
 def test_publish_stages_exactly_the_harness_files_prime_ci_commits(tmp_path: Path) -> None:
     """publish/helper.py runs without prime-ci installed, so it has its own twin of the harness file rule:
     the two must pick the same files (no hidden files or dirs, no caches, no symlinks)."""

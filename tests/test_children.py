@@ -88,6 +88,9 @@ def test_usage_totals_include_children(tmp_path: Path, buggy_repo: Path, server:
     assert usage["total_tokens"] == total
     attributed = [json.loads(x) for x in sessions[0].read_text().splitlines() if "child_usage_attributed" in x]
     assert len(attributed) == 3
+    [child] = run.result["children"]
+    row = f"| `c1` | 1 | 3 | {child['total_tokens']:,} | unknown | `{child['status']}` |"
+    assert child["model_calls"] == 3 and row in (run.out / "summary.md").read_text(), "summary.md's sub-agents table"
 
 
 def test_max_tokens_stops_children_too(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:

@@ -180,7 +180,7 @@ def test_failure_in_the_elided_middle_of_a_big_tap_stream_is_fed_back(big_tap_ga
 
 def test_log_failures_reach_junit_and_annotations(big_tap_gate: GateResult, tmp_path: Path) -> None:
     [annotation] = github_annotations([big_tap_gate])
-    assert annotation.startswith("::error file=big.test.js,line=5,title=gate npm-test::the broken one: ")
+    assert annotation.startswith("::error file=big.test.js,line=5,title=npm-test%3A the broken one::the broken one: ")
     write_gates_junit([big_tap_gate], tmp_path / "junit.xml")
     report = (tmp_path / "junit.xml").read_text()
     assert "- the broken one: Expected values to be strictly equal: 1 !== 2 (big.test.js:5)" in report

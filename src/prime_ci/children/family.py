@@ -253,6 +253,8 @@ class Family:
         member.calls += 1
         member.prompt_tokens += reply.usage.prompt_tokens
         member.completion_tokens += reply.usage.completion_tokens
+        known = member.cost_usd is not None and reply.cost_usd is not None
+        member.cost_usd = (member.cost_usd or 0.0) + (reply.cost_usd or 0.0) if known else None
         self._attribute(member, session_usage(reply.usage, reply.cost))
         return {**reply.to_wire(), "budget": self.ledger(member), "attributions": member.take_attributions()}
 
@@ -366,7 +368,7 @@ class Family:
     def summary(self) -> list[dict[str, Any]]:
         return [{"name": m.name, "id": m.id, "status": m.status, "session": str(m.session_dir / "session.jsonl"),
                  "depth": m.depth, "model": m.model, "model_calls": m.calls,
-                 "total_tokens": m.prompt_tokens + m.completion_tokens, "branch": m.branch}
+                 "total_tokens": m.prompt_tokens + m.completion_tokens, "cost_usd": m.cost_usd, "branch": m.branch}
                 for m in self.members.values() if m.parent]
 
 

@@ -35,6 +35,7 @@ class Member:
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cost_usd: float | None = 0.0  # None once a call's price was unknown
     bucket: float = 3.0
     bucket_at: float = field(default_factory=time.monotonic)
     branch: str | None = None

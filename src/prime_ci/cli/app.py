@@ -51,6 +51,14 @@ def say_plain(text: str) -> None:
     say(escape(text))
 
 
+def workflow_command(line: str) -> None:
+    """A GitHub Actions workflow command (``::group::``, ``::error``) on stdout, where the runner reads them,
+    after what the console said so far."""
+    sys.stderr.flush()
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def host_setup() -> None:
     """Secrets to mask in every artifact; adopt orphans (setsid escapees) so they can be reaped; SIGTERM
     before the event loop takes it over (cloning, preparing) unwinds like Ctrl-C: the temp worktree is removed,

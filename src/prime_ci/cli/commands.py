@@ -12,7 +12,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from prime_ci.cli.app import NONNEG, POS, cli, host_setup, print_outcome, say, say_plain
+from prime_ci.cli.app import NONNEG, POS, cli, host_setup, print_outcome, say, say_plain, workflow_command
 from prime_ci.cli.status import for_run
 from prime_ci.errors import PrimeCIError
 from prime_ci.isolation import limits
@@ -96,7 +96,7 @@ def run(ctx: click.Context, /, **params: Any) -> int:
         from prime_ci.artifacts.report import dirty_note
 
         say(f"[yellow]warning:[/] {escape(dirty_note(prep.worktree.dirty, prep.worktree.snapshot_of is not None))}")
-    return print_outcome(execute(prep, say_plain, progress=for_run()), params["json_output"])
+    return print_outcome(execute(prep, say_plain, progress=for_run(), emit=workflow_command), params["json_output"])
 
 
 @cli.command()
@@ -113,7 +113,7 @@ def demo(out: Path | None, json_output: bool) -> int:
     try:
         prep = prepare(flags, say_plain)
         say_plain(f"demo run {prep.run_id}: a failing test, a replayed model that fixes it -> {prep.out}")
-        return print_outcome(execute(prep, say_plain, progress=for_run()), json_output)
+        return print_outcome(execute(prep, say_plain, progress=for_run(), emit=workflow_command), json_output)
     finally:
         cleanup()
 
@@ -181,8 +181,8 @@ def gates(
     if junit is not None:
         write_gates_junit(results, junit)
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        for line in github_annotations(results):
-            click.echo(line)
+        for line in github_annotations(results, root=Path.cwd()):
+            workflow_command(line)
     if json_output:
         click.echo(json.dumps([r.to_dict() for r in results], indent=2, default=str))
     return 0 if all(r.passed for r in results) else 1
@@ -215,8 +215,8 @@ def resume(out_dir: Path, salvage: bool, json_output: bool) -> int:
     prep, state = prepared
     say_plain(f"resuming run {prep.run_id} after {len(state.session.entries)} entries -> {prep.out}")
     say_plain(f"limits: {limits.status(prep.cfg.limits)}")
-    return print_outcome(execute(prep, say_plain, resume=state, salvage=salvage,
-                                        progress=for_run()), json_output)
+    return print_outcome(execute(prep, say_plain, resume=state, salvage=salvage, progress=for_run(),
+                                 emit=workflow_command), json_output)
 
 
 @cli.command()

@@ -51,12 +51,14 @@ def gate_vars(prep: Prepared, env: dict[str, str]) -> dict[str, str]:
     return out | {"PYTHONPYCACHEPREFIX": str(prep.worktree.root / "gate-pycache")}
 
 
-async def run_setup(prep: Prepared, env: dict[str, str], say: Callable[[str], None]
+async def run_setup(prep: Prepared, env: dict[str, str], say: Callable[[str], None],
+                    on_done: Callable[[SetupOutcome, str], None] | None = None
                     ) -> tuple[list[SetupOutcome], str | None]:
     """Each setup command through the gate runner: scrubbed env, own process group, log in OUT/setup/; under
     the sandbox the run's environment directory is writable and the network is on unless the spec says not.
     A command with network also gets the job's network settings (CA bundles, proxies, indexes), the files they
-    name readable in the sandbox. A failure's last lines are said, with a hint (also returned)."""
+    name readable in the sandbox. A failure's last lines are said, with a hint (also returned). ``on_done`` gets
+    each outcome with the command's output."""
     log_dir = prep.out / "setup"
     sandbox = prep.sandbox
     network = sandbox_mod.network_env()
@@ -80,9 +82,13 @@ async def run_setup(prep: Prepared, env: dict[str, str], say: Callable[[str], No
             hint[0] = failure_hint(result.output)
             if hint[0]:
                 say(f"setup {spec.name}: hint: {hint[0]}")
-        return SetupOutcome(name=spec.name, command=spec.command, passed=result.passed, exit_code=result.exit_code,
-                            timed_out=result.timed_out, duration_s=round(result.duration_s, 3), timeout_s=spec.timeout,
-                            log=str(Path("setup") / result.log_path.name))
+        outcome = SetupOutcome(name=spec.name, command=spec.command, passed=result.passed,
+                               exit_code=result.exit_code, timed_out=result.timed_out,
+                               duration_s=round(result.duration_s, 3), timeout_s=spec.timeout,
+                               log=str(Path("setup") / result.log_path.name))
+        if on_done is not None:
+            on_done(outcome, result.output)
+        return outcome
 
     before = set(prep.worktree.untracked())
     outcomes = await run_all(prep.setup, one, say)

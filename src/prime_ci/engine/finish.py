@@ -7,6 +7,7 @@ they tell the final outcome), the session's stop record, the redaction sweep, th
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,8 +15,11 @@ from typing import Any
 
 from prime_ci.artifacts import durable, report
 from prime_ci.artifacts.notebook import NotebookWriter
+from prime_ci.artifacts.summary_parts import SummaryInputs, github_links
+from prime_ci.engine.agent import Agent
 from prime_ci.engine.stops import StopReason
 from prime_ci.errors import PersistenceError
+from prime_ci.gates.judge import Judge
 from prime_ci.gates.junit import write_gates_junit
 from prime_ci.gates.runner import GateResult
 from prime_ci.harness.run import HarnessRun
@@ -32,6 +36,7 @@ class Artifacts:
     result: dict[str, Any]
     say: Say
     failures: list[str] = field(default_factory=list)
+    inputs: SummaryInputs = field(default_factory=SummaryInputs)  # what summary.md shows beyond result.json
 
     def attempt(self, write: Callable[[], object]) -> bool:
         try:
@@ -60,9 +65,20 @@ class Artifacts:
         for _ in range(2):
             failed = len(self.failures)
             self.attempt(lambda: durable.write_json(self.out / "result.json", self.result))
-            self.attempt(lambda: durable.write(self.out / "summary.md", report.summary_markdown(self.result)))
+            self.attempt(self._write_summary)
             if len(self.failures) == failed:
                 return
+
+    def _write_summary(self) -> None:
+        durable.write(self.out / "summary.md", report.summary_markdown(self.result, self.inputs))
+
+
+def summary_inputs(judge: Judge, patch: str, agent: Agent | None) -> SummaryInputs:
+    """The rounds' failing tests, the patch, the model's last words and the run's page on GitHub."""
+    said = [m.get("content") for m in agent.conversation.record if m.get("role") == "assistant"] if agent else []
+    final = next((str(text) for text in reversed(said) if text and str(text).strip()), None)
+    return SummaryInputs(failing=judge.round_failing, patch=patch, final_message=final,
+                         links=github_links(os.environ))
 
 
 def write_all(arts: Artifacts, *, patch: str, gates: Sequence[GateResult], notebook: NotebookWriter | None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import os
 import signal
 import time
@@ -19,6 +20,7 @@ from prime_ci.artifacts.notebook import NotebookWriter
 from prime_ci.artifacts.schemas import result_json
 from prime_ci.children.family import Family
 from prime_ci.engine import bridge_handlers, finish
+from prime_ci.engine.actions_log import ActionsLog, Emit
 from prime_ci.engine.agent import Agent, Conversation, log_model
 from prime_ci.engine.budget import MAX_CALL_S, Budget, Limits
 from prime_ci.engine.compact import Compactor
@@ -33,7 +35,7 @@ from prime_ci.errors import KernelLost, ModelError, PersistenceError
 from prime_ci.gates import protect
 from prime_ci.gates.builds import Builder
 from prime_ci.gates.judge import Judge, time_to_green
-from prime_ci.gates.junit import ended, github_annotations
+from prime_ci.gates.junit import ended
 from prime_ci.isolation import procs, redact
 from prime_ci.isolation.box import RUN_VAR, run_needle
 from prime_ci.isolation.sandbox import colour_off, scrubbed_env
@@ -85,6 +87,8 @@ class Run:
     setup: list[SetupOutcome] = field(default_factory=list)
     progress: Progress | None = None  # the console's status line
     activity: Activity = field(default_factory=Activity)
+    emit: Emit | None = None  # where workflow commands go (the console's stdout) when GITHUB_ACTIONS=true
+    actions: ActionsLog | None = None
 
     def __post_init__(self) -> None:
         self.bridge, self.child_bridge = Bridge(run_dir(self.marker)), Bridge(run_dir(self.marker))
@@ -127,6 +131,9 @@ class Run:
                            cfg.max_gate_retries, exclude=[".prime-ci"],
                            launcher=sandbox.wrap([]) if sandbox else [], limits=cfg.limits, clock=self.budget.elapsed,
                            builds=builder)
+        if self.emit is not None and os.environ.get("GITHUB_ACTIONS") == "true":
+            self.actions = ActionsLog(self.emit, wt.path)
+            self.judge.on_round = self.actions.round
         task = asyncio.current_task()
         assert task is not None
         loop = asyncio.get_running_loop()
@@ -237,10 +244,10 @@ class Run:
 
     async def _setup(self) -> Stop | None:
         """The setup phase (before the kernel and any model call); a Stop when a command failed."""
-        done = self.resume.setup_done if self.resume is not None else False
-        if done:
+        if self.resume is not None and self.resume.setup_done:
             return None
-        self.setup, hint = await run_setup(self.prep, self.gate_env, self.say)
+        report = functools.partial(self.actions.setup, len(self.prep.setup)) if self.actions else None
+        self.setup, hint = await run_setup(self.prep, self.gate_env, self.say, report)
         self.log.custom("prime_ci.setup", {"results": [o.model_dump() for o in self.setup]})
         if self.setup and not self.setup[-1].passed:
             return Stop(StopReason.SETUP_FAILED, failure_detail(self.setup[-1], hint))
@@ -313,11 +320,12 @@ class Run:
             exit_code = self.stop.reason.exit_code
             if self.stop.reason is StopReason.INTERRUPTED and self.signal_code is not None:
                 exit_code = self.signal_code
-            arts = finish.Artifacts(self.prep.out, self._result(exit_code, changed, flags), self.say)
+            arts = finish.Artifacts(self.prep.out, self._result(exit_code, changed, flags), self.say,
+                                    inputs=finish.summary_inputs(self.judge, patch, self.agent))
             result = finish.write_all(arts, patch=patch, gates=self.judge.last, notebook=self.notebook, log=self.log,
                                       harness=self.prep.harness, push=cfg.push)
-            for line in github_annotations(self.judge.last) if _in_actions() else []:
-                print(line)
+            if self.actions is not None:
+                self.actions.end(result, self.judge.last)
         finally:
             if not cfg.keep_worktree:
                 self.prep.worktree.remove()
@@ -396,13 +404,9 @@ def session_cwd(source: str) -> str:
     return os.getcwd() if is_url(source) else source
 
 
-def _in_actions() -> bool:
-    return os.environ.get("GITHUB_ACTIONS") == "true"
-
-
 def execute(prep: Prepared, say: Say, *, resume: ResumeState | None = None, salvage: bool = False,
-            progress: Progress | None = None) -> dict[str, Any]:
-    run = Run(prep, say, resume=resume, salvage=salvage, progress=progress)
+            progress: Progress | None = None, emit: Emit | None = None) -> dict[str, Any]:
+    run = Run(prep, say, resume=resume, salvage=salvage, progress=progress, emit=emit)
     try:
         with contextlib.suppress(KeyboardInterrupt):
             return asyncio.run(run.execute())

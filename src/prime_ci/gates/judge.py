@@ -15,12 +15,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from prime_ci.engine.stops import Stop, StopReason
-from prime_ci.gates.builds import Builder
+from prime_ci.gates.builds import Builder, BuildOutcome
 from prime_ci.gates.fast_rerun import FastRerun, plan_rerun
+from prime_ci.gates.junit import status_text
 from prime_ci.gates.runner import GateResult, GateSpec, feedback_message, run_gates, workspace_fingerprint
 from prime_ci.isolation.limits import Limits
+from prime_ci.isolation.untrusted import strip_ansi
 from prime_ci.isolation.worktree import Worktree
 from prime_ci.session.log import SessionLog
+
+TAIL_LINES = 15  # of a failed build's log, or of a gate's that named no failing test
 
 
 @dataclass
@@ -57,6 +61,8 @@ class Judge:
     failed_rounds: int = 0
     goal_summary: str | None = None
     round_log: list[dict[str, Any]] = field(default_factory=list)
+    round_failing: list[list[dict[str, Any]]] = field(default_factory=list)  # per ``round_log`` entry: what failed
+    on_round: Callable[[dict[str, Any], list[dict[str, Any]]], None] | None = None  # each entry as it is logged
     _reruns: dict[str, FastRerun] = field(default_factory=dict)
     _fast_in_last: set[str] = field(default_factory=set)
     _last_fingerprint: str | None = None
@@ -85,7 +91,7 @@ class Judge:
         entry: dict[str, Any] = {"round": self.rounds, "kind": "build", "passed": False, "gates": [failed.name],
                                  "duration_s": round(time.monotonic() - started, 3), "on_demand": on_demand,
                                  "at_s": round(self.clock(), 3)}
-        self.round_log.append(entry)
+        self._append(entry, [build_failure(failed, self.builds.log_text(failed))])
         # a failed round, as resume counts rounds
         self.log.custom("prime_ci.gate", {**entry, "results": [o.model_dump() for o in outcomes]})
         return self.builds.feedback(failed)
@@ -151,8 +157,14 @@ class Judge:
         }
         if kind == "fast":
             entry.update(tests=tests, still_failing=still_failing or [])
-        self.round_log.append(entry)
+        self._append(entry, failing_tests(results))
         self.log.custom("prime_ci.gate", {**entry, "results": [r.to_dict() for r in results]})
+
+    def _append(self, entry: dict[str, Any], failing: list[dict[str, Any]]) -> None:
+        self.round_log.append(entry)
+        self.round_failing.append(failing)
+        if self.on_round is not None:
+            self.on_round(entry, failing)
 
     def passed(self) -> bool:
         return bool(self.last) and all(r.passed for r in self.last) and not self._fast_in_last and not self._broken()
@@ -229,3 +241,33 @@ def time_to_green(round_log: list[dict[str, Any]]) -> float | None:
     """When the first round that passed in full ended, in seconds into the run; None when none did."""
     return next((r["at_s"] for r in round_log if r["kind"] == "full" and r["passed"] and r.get("at_s") is not None),
                 None)
+
+
+def failing_tests(results: list[GateResult]) -> list[dict[str, Any]]:
+    """What failed in a run of the gates: each failing test (``test``, the first line of its message as
+    ``message``, ``file``/``line`` where the runner gave them); a failed gate that named none is one item with
+    ``test`` None, how it ended, and the end of its output (``detail``)."""
+    out: list[dict[str, Any]] = []
+    for r in results:
+        if r.passed:
+            continue
+        for f in r.failures:
+            first = next((line.strip() for line in f.message.splitlines() if line.strip()), f.kind)
+            out.append({"gate": r.name, "test": f.test, "message": first, "file": f.file, "line": f.line})
+        if r.more_failures:
+            out.append({"gate": r.name, "test": None, "message": f"and {r.more_failures} more failing test(s)"})
+        if not r.failures:
+            out.append({"gate": r.name, "test": None, "message": status_text(r), "detail": _tail(r.output)})
+    return out
+
+
+def build_failure(outcome: BuildOutcome, log: str) -> dict[str, Any]:
+    """A failed build as one item of :func:`failing_tests`' shape."""
+    state = "timed out" if outcome.timed_out else f"exit {outcome.exit_code}"
+    return {"gate": f"build: {outcome.name}", "test": None, "message": f"the build failed ({state})",
+            "detail": _tail(log)}
+
+
+def _tail(text: str) -> list[str]:
+    lines = [line.rstrip()[:300] for line in strip_ansi(text).splitlines() if line.strip()]
+    return lines[-TAIL_LINES:]

@@ -272,30 +272,49 @@ def write_gates_junit(results: Sequence[GateResult], path: Path, *, suite: str =
     durable.write(path, ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n")
 
 
-def _escape_data(text: str) -> str:
+def escape_data(text: str) -> str:
+    """A workflow command's message, as GitHub reads it back."""
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+def escape_property(text: str) -> str:
+    """A workflow command's property value (``file=``, ``title=``)."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def github_annotations(results: Sequence[GateResult], *, per_gate: int = 10) -> list[str]:
-    """``::error`` workflow commands for failing gates, located at the failing test where known."""
+def repository_path(path: str | None, root: Path | None) -> str | None:
+    """``path`` relative to the repository root, or None when it is not a path inside it."""
+    if not path:
+        return None
+    path = path.removeprefix("file://")
+    if path.startswith("/"):
+        if root is None:
+            return None
+        try:
+            path = str(Path(path).relative_to(root))
+        except ValueError:
+            return None
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    return "/".join(parts) if parts and ".." not in parts else None
+
+
+def github_annotations(results: Sequence[GateResult], *, per_gate: int = 10, root: Path | None = None) -> list[str]:
+    """``::error`` workflow commands for failing gates, at the failing test's file and line where the runner named
+    them (the file alone where it gave no line), paths relative to the repository root ``root``."""
     out: list[str] = []
     for r in results:
         if r.passed:
             continue
-        title = _escape_property(f"gate {r.name}")
-        located = [f for f in r.failures if f.file and f.line and not f.file.startswith("/")][:per_gate]
-        for f in located:
-            props = f"file={_escape_property(f.file or '')},line={f.line},title={title}"
+        located = [(f, path) for f in r.failures if (path := repository_path(f.file, root))][:per_gate]
+        for f, path in located:
+            where = f"file={escape_property(path)}" + (f",line={f.line}" if f.line and f.line > 0 else "")
+            title = escape_property(clip_middle(f"{r.name}: {f.test}", 200))
             message = clip_middle(f"{f.test}: {f.message.strip() or f.kind}", 1000)
-            out.append(f"::error {props}::{_escape_data(message)}")
+            out.append(f"::error {where},title={title}::{escape_data(message)}")
         if located:
             continue
         lines = failure_lines(r, max_lines=20)
         detail = "\n".join(lines) if lines else "\n".join(strip_ansi(r.output).rstrip().splitlines()[-20:])
         message = clip_middle(f"{clip_middle(r.command, 200)}: {status_text(r)}\n{detail}".rstrip(), 2000)
-        out.append(f"::error title={title}::{_escape_data(message)}")
+        out.append(f"::error title={escape_property(f'gate {r.name}')}::{escape_data(message)}")
     return out

@@ -40,7 +40,7 @@ def test_gates_table_shows_command_rounds_and_timeouts() -> None:
 def test_code_cell_cannot_be_closed_or_split() -> None:
     assert code_cell("a``b") == "```a``b```"
     assert code_cell("`x`") == "`` `x` ``"
-    assert code_cell("a|b <!-- hidden -->\u200bc") == r"`a\|b c`"
+    assert code_cell("a|b <!-- shown -->\u200bc\x1b[31m") == r"`a\|b <!-- shown --><U+200B>c`"
     assert code_cell("x" * 200).endswith("x…`") and len(code_cell("x" * 200)) == 123
 
 

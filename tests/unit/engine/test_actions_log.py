@@ -1,0 +1,101 @@
+"""The run in a GitHub Actions log, in process: a group per setup command and gate run, written whole; nothing from a
+test or its output can start a workflow command; annotations relative to the repository root; one notice."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from conftest import make_repo
+from prime_ci.engine.actions_log import ActionsLog, verdict
+from prime_ci.engine.setup import SetupOutcome
+from prime_ci.gates.judge import Judge
+from prime_ci.gates.junit import JUnitFailure, escape_data, escape_property, github_annotations
+from prime_ci.gates.runner import GateResult
+from prime_ci.gates.specs import gates_from_commands
+from prime_ci.isolation.limits import Limits
+from prime_ci.isolation.worktree import create_worktree
+from prime_ci.session.log import SessionLog
+
+FILES = {"calc.py": "def add(a, b):\n    return a - b\n",
+         "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"}
+
+
+def commands(lines: list[str]) -> list[str]:
+    """What the runner would read as workflow commands (a line starting with ``::`` after leading spaces)."""
+    return [line.strip() for line in lines if line.lstrip().startswith("::")]
+
+
+def test_escaping_follows_githubs_rules() -> None:
+    assert escape_data("50%\r\nnext:a,b") == "50%25%0D%0Anext:a,b"
+    assert escape_property("50%\r\nnext:a,b") == "50%25%0D%0Anext%3Aa%2Cb"
+
+
+def test_a_judged_round_is_one_group_with_its_failing_test(tmp_path: Path) -> None:
+    """A real pytest gate on a real worktree: the round's group names the failing test, its file and line."""
+    wt = create_worktree(str(make_repo(tmp_path / "repo", FILES)), None, parent=tmp_path)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    log = SessionLog.create(tmp_path / "out" / "session.jsonl", cwd=str(tmp_path))
+    judge = Judge(gates_from_commands(["python -m pytest -q -p no:cacheprovider"]), wt, env, tmp_path / "gates", log,
+                  3, limits=Limits())
+    emitted: list[str] = []
+    judge.on_round = ActionsLog(emitted.append, wt.path).round
+    asyncio.run(judge())
+    assert judge.round_failing == [[{"gate": "pytest", "test": "tests/test_calc.py::test_add",
+                                     "message": "assert -1 == 5", "file": "tests/test_calc.py", "line": 5}]]
+    assert emitted[0].startswith("::group::gate round 1 (full): red: 1 failing test(s) in ")
+    assert emitted[1:] == ["│ gates: pytest",
+                           "│ FAILED pytest: tests/test_calc.py::test_add (tests/test_calc.py:5): assert -1 == 5",
+                           "::endgroup::"]
+
+
+def test_lines_inside_a_group_cannot_start_a_workflow_command() -> None:
+    emitted: list[str] = []
+    actions = ActionsLog(emitted.append, Path("/repo"))
+    output = "ok\n::error file=x::forged\n   ::stop-commands::tok\n##[error]old style\n"
+    actions.setup(2, SetupOutcome(name="pip", command="pip install .\n::warning::x", passed=False, exit_code=1,
+                                  timed_out=False, duration_s=1.5, log="setup/pip.log"), output)
+    failing = [{"gate": "pytest", "test": "::error::t\n::notice::x", "message": "m", "file": "t.py", "line": 1}]
+    actions.round({"round": 1, "kind": "full", "passed": False, "gates": ["pytest"], "duration_s": 1.0}, failing)
+    assert commands(emitted) == ["::group::setup 1/2 pip: FAILED (exit 1) in 1.5s", "::endgroup::",
+                                 "::group::gate round 1 (full): red: 1 failing test(s) in 1.0s", "::endgroup::"]
+    assert "│ # #[error]old style" in emitted and not any("##[" in line for line in emitted)
+
+
+def test_group_titles_are_escaped() -> None:
+    emitted: list[str] = []
+    ActionsLog(emitted.append, Path("/repo")).group("title\nwith %", ["x"])
+    assert emitted == ["::group::title%0Awith %25", "│ x", "::endgroup::"]
+
+
+def _failed(failures: list[JUnitFailure]) -> GateResult:
+    return GateResult(name="pytest", command="pytest", passed=False, exit_code=1, timed_out=False, output="out",
+                      output_bytes=3, duration_s=1.0, attempts=1, flaky=False, log_path=Path("pytest.log"),
+                      failures=failures)
+
+
+def test_annotations_are_relative_to_the_repository_root() -> None:
+    failures = [JUnitFailure("a", "failure", "m1", "", "/work/wt/tests/test_a.py", 3),
+                JUnitFailure("b", "failure", "m2", "", "./pkg/b.test.js", None),
+                JUnitFailure("c", "failure", "m3", "", "/elsewhere/c.py", 9),
+                JUnitFailure("d", "failure", "m4", "", "../outside.py", 2)]
+    lines = github_annotations([_failed(failures)], root=Path("/work/wt"))
+    assert lines == ["::error file=tests/test_a.py,line=3,title=pytest%3A a::a: m1",
+                     "::error file=pkg/b.test.js,title=pytest%3A b::b: m2"]
+
+
+def test_the_end_annotates_only_a_red_run_and_gives_one_notice() -> None:
+    result = {"success": False, "stop_reason": "gates_failed", "exit_code": 1, "detail": "gates still failing",
+              "rounds": [{"round": 1, "kind": "full", "passed": False}], "time_to_green_s": None,
+              "usage": {"turns": 2, "total_tokens": 1500, "cost_usd": 0.01}, "wall_s": 61.0}
+    emitted: list[str] = []
+    gate = _failed([JUnitFailure("t", "failure", "boom", "", "t.py", 4)])
+    ActionsLog(emitted.append, Path("/repo")).end(result, [gate])
+    assert emitted == ["::error file=t.py,line=4,title=pytest%3A t::t: boom",
+                       "::notice title=prime-ci%3A gates_failed::gates_failed (exit 1): gates still failing · "
+                       "1 gate round(s), 1 red, never green · 2 turn(s), 1,500 tokens, $0.01, 1m1s"]
+    green: list[str] = []
+    ActionsLog(green.append, Path("/repo")).end({**result, "success": True}, [gate])
+    assert len(green) == 1 and green[0].startswith("::notice ")
+    assert verdict({**result, "detail": "a\nb"}).startswith("gates_failed (exit 1): a\nb")
