@@ -12,9 +12,6 @@ import click
 
 from prime_ci import __version__
 
-POS = click.IntRange(min=1)
-NONNEG = click.IntRange(min=0)
-
 
 @functools.cache
 def console() -> Any:
