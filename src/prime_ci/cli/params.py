@@ -4,6 +4,9 @@ duration type, defaults read from the run configuration model, and help grouped 
 from __future__ import annotations
 
 import functools
+import io
+import os
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -95,12 +98,37 @@ def options(opts: Iterable[Opt]) -> Callable[[F], F]:
 
 
 class PanelCommand(click.Command):
-    """A command whose options are shown in panels (each option's ``panel``), in the order of ``PANELS``."""
+    """A command whose options are shown in panels (each option's ``panel``), in the order of ``PANELS``: boxes
+    drawn by rich on a terminal, plain sections elsewhere (pipes, CI logs, the README's reference)."""
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        for title, records in panels(self, ctx):
+        groups = panels(self, ctx)
+        if sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
+            formatter.write_paragraph()
+            formatter.write(boxes(groups, formatter.width))
+            return
+        for title, records in groups:
             with formatter.section(title):
                 formatter.write_dl(records)
+
+
+def boxes(groups: list[tuple[str, list[tuple[str, str]]]], width: int) -> str:
+    """The panels drawn by rich, as text with terminal colour codes."""
+    from rich.console import Console
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, width=width, highlight=False)
+    for title, records in groups:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold cyan", no_wrap=True)
+        table.add_column()
+        for name, text in records:
+            table.add_row(Text(name), Text(text))
+        console.print(Panel(table, title=title, title_align="left", border_style="dim"))
+    return buffer.getvalue()
 
 
 def panels(command: click.Command, ctx: click.Context) -> list[tuple[str, list[tuple[str, str]]]]:

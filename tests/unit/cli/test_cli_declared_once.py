@@ -3,7 +3,9 @@ model, the duration type, options shared across commands, and the README referen
 
 from __future__ import annotations
 
+import io
 import re
+import sys
 import types
 import typing
 from pathlib import Path
@@ -55,6 +57,24 @@ def test_run_help_groups_the_options_into_panels_in_order() -> None:
     assert found["Options"] == ["--config", "--help"]
     every = [name for names in found.values() for name in names]
     assert len(every) == len(set(every)) == len([p for p in run.params if isinstance(p, click.Option)]) + 1
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_the_panels_are_boxes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdout", _Terminal())
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    ctx = click.Context(run, info_name="run", terminal_width=100)
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", run.get_help(ctx))
+    tops = [m.group(1) for m in re.finditer(r"╭─ (\w+) ─", plain)]
+    assert tops == [*RUN_PANELS, "Options"]
+    budgets = plain[plain.index("╭─ Budgets"):plain.index("╭─ Gates")]
+    assert "│ --max-wall DURATION" in budgets and "[default: 30m]" in budgets
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert "╭─" not in run.get_help(ctx) and "\nBudgets:\n" in run.get_help(ctx)
 
 
 def test_every_run_option_is_in_one_of_the_named_panels() -> None:

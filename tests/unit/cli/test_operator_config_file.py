@@ -16,6 +16,7 @@ import pytest
 from prime_ci.cli.commands import main, run
 from prime_ci.cli.operator_config import given
 from prime_ci.engine.config import RunConfig, build_config, file_settings
+from prime_ci.errors import ConfigError
 from prime_ci.isolation.limits import Limits, resolve
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -73,6 +74,9 @@ def test_limits_from_the_environment_beat_the_config(tmp_path: Path, monkeypatch
     monkeypatch.setenv("PRIME_CI_LIMITS", "pids=200")
     assert resolve(operator(tmp_path, toml).get("limits")) == Limits(pids=200)
     assert resolve(operator(tmp_path, toml, "--limits", "pids=300").get("limits")) == Limits(pids=300)
+    monkeypatch.setenv("PRIME_CI_LIMITS", "pids=many")
+    with pytest.raises(ConfigError, match=r"^PRIME_CI_LIMITS: pids='many'"):
+        resolve(operator(tmp_path, toml).get("limits"))
 
 
 def test_the_config_beats_the_repository_which_may_only_lower_budgets_it_left(tmp_path: Path,
