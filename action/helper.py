@@ -2,7 +2,7 @@
 
     helper.py event-text EVENT_JSON OUT [EXTRA_FILE]   collect PR/issue/comment text into OUT (data, never code)
     helper.py split-args TEXT [INPUT]                  shell-like split, NUL-separated, nothing evaluated
-    helper.py budgets TEXT                             "max-turns=30 max-wall=20m" -> NUL-separated flags
+    helper.py budgets TEXT OUT                         "max-turns=30 max-wall=20m" -> OUT, a --config TOML file
     helper.py outputs CODE OUT_DIR [ARTIFACT]          step outputs (key=value lines) from OUT_DIR/result.json
     helper.py bench-outputs CODE OUT_DIR [ARTIFACT]    the same from a bench's OUT_DIR/bench.json
     helper.py setup-failure OUT_DIR                    markdown: the tail of the failed setup command's log
@@ -85,8 +85,10 @@ def split_args(text: str, name: str = "extra-args") -> list[str]:
         raise UsageError(f"input {name}: {exc}") from None
 
 
-def budgets(text: str) -> list[str]:
-    flags: list[str] = []
+def budgets(text: str) -> str:
+    """The budgets input as the operator's settings file that `prime-ci run --config` reads, which checks the
+    values as it checks the flags'. The keys are the run's budget options (its help panel "Budgets")."""
+    settings: dict[str, str] = {}
     for word in text.replace(",", " ").split():
         key, sep, value = word.partition("=")
         key = key.strip().removeprefix("--")
@@ -94,8 +96,10 @@ def budgets(text: str) -> list[str]:
             raise UsageError(f"input budgets: expected key=value, got {word!r}")
         if key not in BUDGET_KEYS:
             raise UsageError(f"input budgets: unknown key {key!r} (known: {', '.join(BUDGET_KEYS)})")
-        flags += [f"--{key}", value]
-    return flags
+        if key in settings:
+            raise UsageError(f"input budgets: {key} is given twice")
+        settings[key] = value
+    return "".join(f"{key} = {json.dumps(value, ensure_ascii=False)}\n" for key, value in settings.items())
 
 
 def outputs(code: str, out_dir: str, artifact: str = "") -> list[str]:
@@ -212,8 +216,8 @@ def main(argv: list[str]) -> int:
                 event_text(event_path, out, extra)
             case ["split-args", text, *name] if len(name) <= 1:
                 sys.stdout.write("".join(a + "\0" for a in split_args(text, *name)))
-            case ["budgets", text]:
-                sys.stdout.write("".join(a + "\0" for a in budgets(text)))
+            case ["budgets", text, out]:
+                Path(out).write_text(budgets(text), encoding="utf-8")
             case ["outputs", code, out_dir, *artifact] if len(artifact) <= 1:
                 sys.stdout.write("".join(line + "\n" for line in outputs(code, out_dir, *artifact)))
             case ["bench-outputs", code, out_dir, *artifact] if len(artifact) <= 1:

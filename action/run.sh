@@ -145,10 +145,13 @@ run_args() {  # the `prime-ci run` command line from the inputs
   commands --build "${INPUT_BUILD:-}"
   paths --gates-file "${INPUT_GATES_FILE:-}"
   [[ -z ${INPUT_GATES_FROM:-} ]] || args+=(--gates-from "$INPUT_GATES_FROM")
-  if [[ -n ${INPUT_BUDGETS:-} ]]; then
-    budget_flags=()
-    helper_words budget_flags budgets "$INPUT_BUDGETS" || usage_error "$helper_error"
-    args+=("${budget_flags[@]}")
+  if [[ -n ${INPUT_BUDGETS:-} ]]; then  # the operator's settings file, read like --config FILE
+    [[ -z ${PRIME_CI_CONFIG:-} ]] \
+      || usage_error "input budgets: not with PRIME_CI_CONFIG (put the budgets into that file)"
+    budgets_file=$(mktemp "${RUNNER_TEMP:-/tmp}/prime-ci-budgets.XXXXXX")
+    helper_error=$("$py" "$here/helper.py" budgets "$INPUT_BUDGETS" "$budgets_file" 2>&1) \
+      || usage_error "$helper_error"
+    args+=(--config "$budgets_file")
   fi
   [[ -z ${INPUT_HARNESS_BRANCH:-} ]] || args+=(--harness-branch "$INPUT_HARNESS_BRANCH")
   if bool propose "${INPUT_PROPOSE:-}"; then args+=(--propose); fi
@@ -169,6 +172,13 @@ run_args() {  # the `prime-ci run` command line from the inputs
   if [[ -n ${INPUT_EXTRA_ARGS:-} ]]; then
     extra=()
     helper_words extra split-args "$INPUT_EXTRA_ARGS" || usage_error "$helper_error"
+    for word in "${extra[@]}"; do
+      case "$word" in
+        --config | --config=*)
+          [[ -z ${INPUT_BUDGETS:-} ]] \
+            || usage_error "input extra-args: --config is not with input budgets (put the budgets into that file)" ;;
+      esac
+    done
     args+=("${extra[@]}")
   fi
 }

@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -315,9 +316,15 @@ def test_run_step_writes_outputs_and_summary(action_run: ActionRun) -> None:
 def test_run_step_builds_the_command_from_inputs(action_run: ActionRun) -> None:
     argv = action_run.argv
     pairs = set(itertools.pairwise(argv))
-    for pair in [("--gate", "python -m pytest -q"), ("--max-turns", "12"), ("--max-wall", "5m"),
-                 ("--max-gate-retries", "2"), ("--cell-timeout", "2m"), ("--sandbox", "off")]:  # fmt: skip
+    for pair in [("--gate", "python -m pytest -q"), ("--max-gate-retries", "2"), ("--cell-timeout", "2m"),
+                 ("--sandbox", "off")]:  # fmt: skip
         assert pair in pairs, pair
+    # the budgets input is the operator's settings file, read like `--config FILE`
+    assert argv.count("--config") == 1 and "--max-turns" not in argv
+    budgets = Path(argv[argv.index("--config") + 1]).read_text()
+    assert tomllib.loads(budgets) == {"max-turns": "12", "max-wall": "5m"}
+    result = json.loads((action_run.out / "result.json").read_text())
+    assert (result["budgets"]["max_turns"], result["budgets"]["max_wall_s"]) == (12, 300.0)
     assert "--require-changes" in argv and "--propose" not in argv
     assert argv.count("--gate") == 1, "comment lines of the gates input are not gates"
     for pair in [("--setup", "python -c \"print('setup ran')\""), ("--python", sys.executable), ("--build", "true"),
@@ -379,6 +386,8 @@ def test_run_step_refuses_when_the_trigger_gate_did(tmp_path: Path) -> None:
     [
         ({"INPUT_BUDGETS": "max-turns=3 max-money=9"}, "unknown key 'max-money'"),
         ({"INPUT_BUDGETS": "max-turns"}, "expected key=value"),
+        ({"INPUT_BUDGETS": "max-turns=3", "PRIME_CI_CONFIG": "/x.toml"}, "input budgets: not with PRIME_CI_CONFIG"),
+        ({"INPUT_BUDGETS": "max-turns=3", "INPUT_EXTRA_ARGS": "--config=o.toml"}, "--config is not with input budgets"),
         ({"INPUT_PROPOSE": "yes"}, "input propose: expected true or false"),
         ({"INPUT_INCLUDE_DIRTY": "1"}, "input include-dirty: expected true or false"),
         ({"INPUT_EXTRA_ARGS": "--ref 'unterminated"}, "input extra-args"),

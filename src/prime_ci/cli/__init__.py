@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from prime_ci.cli import bench_cmd, harness_cmds  # register `bench`, `harness` and `refine` on the group
+from prime_ci.cli import bench_cmd, harness_cmds, reference  # register `bench`, `harness`, `refine`, the reference
 from prime_ci.cli.app import cli
 from prime_ci.cli.commands import main
 
-__all__ = ["bench_cmd", "cli", "harness_cmds", "main"]
+__all__ = ["bench_cmd", "cli", "harness_cmds", "main", "reference"]

@@ -13,9 +13,6 @@ import click
 from prime_ci import __version__
 from prime_ci.cli.status import above
 
-POS = click.IntRange(min=1)
-NONNEG = click.IntRange(min=0)
-
 
 @functools.cache
 def console() -> Any:

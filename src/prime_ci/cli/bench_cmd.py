@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.markup import escape
 
-from prime_ci.cli.app import POS, cli, console, host_setup, say
+from prime_ci.cli.app import cli, console, host_setup, say
+from prime_ci.cli.options import API_BASE, JSON, MODEL, OUT, POS, PYTHON, SANDBOX
+from prime_ci.cli.params import PanelCommand, PanelOption
 from prime_ci.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -37,38 +39,44 @@ def _shard(ctx: click.Context, param: click.Parameter, value: str | None) -> tup
 FRACTION = click.FloatRange(0, 1)
 
 
-@cli.command()
+@cli.command(cls=PanelCommand)
 @click.argument("args", nargs=-1, metavar="SUITE | --demo | --merge DIR...")
-@click.option("--demo", is_flag=True, help="The bundled suite: small Python and JavaScript repositories, replayed "
-              "recordings, an A/B of two bundled harness states.")
-@click.option("--merge", is_flag=True, help="Join the bench.json of shard directories (the arguments) into one "
-              "report in --out.")
-@click.option("--harness", "harnesses", multiple=True, help="Harness state: a directory, or a harness branch of "
-              "--harness-repo (repeatable: the first is the baseline, the last the candidate).")
+@click.option("--demo", is_flag=True, cls=PanelOption, panel="Suite", help="The bundled suite: small Python and "
+              "JavaScript repositories, replayed recordings, an A/B of two bundled harness states.")
+@click.option("--merge", is_flag=True, cls=PanelOption, panel="Suite", help="Join the bench.json of shard "
+              "directories (the arguments) into one report in --out.")
+@click.option("--harness", "harnesses", multiple=True, cls=PanelOption, panel="Harness", help="Harness state: a "
+              "directory, or a harness branch of --harness-repo (repeatable: the first is the baseline, the last "
+              "the candidate).")
 @click.option("--harness-repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
-              show_default=True, help="The repository whose harness branches --harness names.")
-@click.option("--model", envvar="PRIME_CI_MODEL", help="Model for every task (default: each task's model or "
-              "recorded session).")
-@click.option("--api-base", envvar="PRIME_CI_API_BASE", help="Provider base URL.")
-@click.option("--jobs", type=POS, default=min(4, os.cpu_count() or 1), show_default=True, help="Runs at a time.")
-@click.option("--repeat", type=POS, default=1, show_default=True, help="Runs per task and harness (own seeds).")
-@click.option("--shard", callback=_shard, metavar="i/N", help="Run every N-th task, starting with the i-th.")
-@click.option("--mirror", type=click.Path(file_okay=False, path_type=Path), help="Local clones for SWE-bench "
-              "instances (owner__name, owner/name or name).")
+              show_default=True, cls=PanelOption, panel="Harness", help="The repository whose harness branches "
+              "--harness names.")
+@MODEL.but(help="Model for every task (default: each task's model or recorded session).")
+@API_BASE
+@click.option("--jobs", type=POS, metavar="N", default=min(4, os.cpu_count() or 1),
+              show_default="4, or the cores if fewer", cls=PanelOption, panel="Suite", help="Runs at a time.")
+@click.option("--repeat", type=POS, metavar="N", default=1, show_default=True, cls=PanelOption, panel="Suite",
+              help="Runs per task and harness (own seeds).")
+@click.option("--shard", callback=_shard, metavar="i/N", cls=PanelOption, panel="Suite",
+              help="Run every N-th task, starting with the i-th.")
+@click.option("--mirror", type=click.Path(file_okay=False, path_type=Path), cls=PanelOption, panel="Suite",
+              help="Local clones for SWE-bench instances (owner__name, owner/name or name).")
 @click.option("--task-files-from", "task_roots", multiple=True, type=click.Path(file_okay=False, path_type=Path),
-              help="A directory outside the suite's own whose files a task's task_file may name (repeatable; "
-              "their text is sent to the model).")
-@click.option("--python", help="The interpreter of tasks that name none (default: each run's own choice: REPO's "
-              ".venv, else python3 on PATH).")
-@click.option("--sandbox", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True)
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("prime-ci-bench"),
-              show_default=True, help="Report, runs and records; a bench run again into it continues.")
-@click.option("--min-solve-rate", type=FRACTION, help="Exit 1 when the candidate's solve rate is below this.")
-@click.option("--max-regression", type=FRACTION, help="Exit 1 when the candidate's solve rate is more than this "
-              "below the baseline's (paired).")
-@click.option("--attach-to", type=click.Path(dir_okay=False, path_type=Path), help="Also put the report into this "
-              "markdown file (e.g. harness-pr.md), replacing the bench section an earlier bench put there.")
-@click.option("--json", "json_output", is_flag=True, help="Print bench.json on stdout at the end.")
+              cls=PanelOption, panel="Suite", help="A directory outside the suite's own whose files a task's "
+              "task_file may name (repeatable; their text is sent to the model).")
+@PYTHON.but(help="The interpreter of tasks that name none (default: each run's own choice: REPO's .venv, else "
+            "python3 on PATH).")
+@SANDBOX
+@OUT.but(type=click.Path(file_okay=False, path_type=Path), default=Path("prime-ci-bench"), show_default=True,
+         help="Report, runs and records; a bench run again into it continues.")
+@click.option("--min-solve-rate", type=FRACTION, cls=PanelOption, panel="Output", help="Exit 1 when the "
+              "candidate's solve rate is below this.")
+@click.option("--max-regression", type=FRACTION, cls=PanelOption, panel="Output", help="Exit 1 when the "
+              "candidate's solve rate is more than this below the baseline's (paired).")
+@click.option("--attach-to", type=click.Path(dir_okay=False, path_type=Path), cls=PanelOption, panel="Output",
+              help="Also put the report into this markdown file (e.g. harness-pr.md), replacing the bench "
+              "section an earlier bench put there.")
+@JSON.but(help="Print bench.json on stdout at the end.")
 def bench(args: tuple[str, ...], demo: bool, merge: bool, harnesses: tuple[str, ...], harness_repo: Path,
           model: str | None, api_base: str | None, jobs: int, repeat: int, shard: tuple[int, int] | None,
           mirror: Path | None, task_roots: tuple[Path, ...], python: str | None, sandbox: str, out: Path,

@@ -10,82 +10,26 @@ from pathlib import Path
 from typing import Any
 
 import click
-from click.core import ParameterSource
 
-from prime_ci.cli.app import NONNEG, POS, cli, host_setup, print_outcome, say, say_plain, workflow_command
+from prime_ci.cli.app import cli, host_setup, print_outcome, say, say_plain, workflow_command
+from prime_ci.cli.operator_config import given
+from prime_ci.cli.options import BUILD, GATE, GATES_FILE, JSON, OUT, PASS_ENV, PYTHON, RUN_OPTIONS, SANDBOX, SANDBOX_RO
+from prime_ci.cli.params import PanelCommand, PanelOption, options
 from prime_ci.cli.status import for_run
 from prime_ci.errors import PrimeCIError
 from prime_ci.isolation import limits
 
 
-@cli.command()
+@cli.command(cls=PanelCommand)
 @click.argument("repo", default=".")
-@click.option("--ref", help="Commit or branch to start from (default: REPO's HEAD).")
-@click.option("--task", help="The instruction.")
-@click.option("--task-file", type=click.Path(path_type=Path), help="Read the instruction from a file.")
-@click.option("--untrusted-file", type=click.Path(path_type=Path), help="PR/issue text, fenced as data.")
-@click.option("--model", envvar="PRIME_CI_MODEL", help="litellm model id, or replay:SESSION.jsonl.")
-@click.option("--api-base", envvar="PRIME_CI_API_BASE", help="Provider base URL.")
-@click.option("--gate", multiple=True, help="Shell command that must exit 0 (repeatable).")
-@click.option("--gates-file", multiple=True, help="TOML file of [[gate]] tables (repeatable).")
-@click.option("--gates-from", help="Read gate files from this commit instead of the worktree.")
-@click.option("--gate-timeout", metavar="DURATION", help="Each gate's timeout unless its [[gate]] table sets one "
-              "(default 10m).")
-@click.option("--max-turns", type=POS, default=40, show_default=True, help="Root model calls.")
-@click.option("--max-tokens", type=POS, default=2_000_000, show_default=True, help="Tokens, children included.")
-@click.option("--max-wall", default="30m", show_default=True, help="Wall clock for the whole run.")
-@click.option("--max-cost", type=click.FloatRange(min=0, min_open=True), help="Spend cap in USD.")
-@click.option("--cell-timeout", default="5m", show_default=True, help="One kernel cell.")
-@click.option("--model-timeout", default="5m", show_default=True, help="One model call attempt without an answer "
-              "(then retried).")
-@click.option("--max-gate-retries", type=NONNEG, default=3, show_default=True, help="Failed rounds fed back.")
-@click.option("--max-depth", type=NONNEG, default=1, show_default=True, help="rlm depth.")
-@click.option("--max-children", type=POS, default=4, show_default=True, help="rlm children alive at once.")
-@click.option("--context-window", type=click.IntRange(min=1000), help="Compact near this many tokens (default: "
-              "the model's window from litellm, else 128000).")
-@click.option("--max-completion-tokens", type=click.IntRange(min=16), help="Completion tokens per call (default: "
-              "the model's output limit in litellm's table, else 8192).")
-@click.option("--cache/--no-cache", default=True, help="Prompt-cache breakpoints where the provider takes them.")
-@click.option("--reasoning-effort", type=click.Choice(["low", "medium", "high"]), help="Passed to the provider "
-              "in its own form.")
-@click.option("--price-per-mtok", metavar="IN,OUT[,CACHED]", help="USD per million tokens, for a model litellm "
-              "does not price (needed by --max-cost then).")
-@click.option("--seed", type=int, help="Sampling seed passed to providers that take one (recorded in result.json).")
-@click.option("--limits", metavar="SPEC", help="Limits on every kernel, gate and setup command, e.g. "
-              "'pids=4096,memory=8GiB,file_size=2GiB,cpu=600' (default: pids=2048,memory=4GiB,file_size=1GiB; "
-              "also PRIME_CI_LIMITS).")
-@click.option("--out", type=click.Path(path_type=Path), help="Artifacts directory.")
-@click.option("--harness", type=click.Path(path_type=Path), help="Harness state directory.")
-@click.option("--harness-branch", help="Load/commit harness state on this branch of REPO.")
-@click.option("--propose", is_flag=True, help="Commit harness changes to a proposals branch.")
-@click.option("--push", is_flag=True, help="Push what was committed to origin.")
-@click.option("--refine", is_flag=True, help="Run one refinement at the end.")
-@click.option("--sandbox", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True)
-@click.option("--pass-env", multiple=True, help="Let one environment variable reach the kernel and gates.")
-@click.option("--require-changes", is_flag=True, help="An empty diff is a failure (exit 8).")
-@click.option("--allow-protected", multiple=True, help="Glob of protected paths the run may change.")
-@click.option("--keep-worktree", is_flag=True, help="Keep the worktree.")
-@click.option("--setup", multiple=True, help="Trusted command preparing the worktree before the first model call "
-              "(repeatable; network on, even in the sandbox).")
-@click.option("--build", multiple=True, help="Trusted command run before every gate round, e.g. 'python setup.py "
-              "build_ext --inplace' (repeatable; sandboxed, no network, the run's environment writable).")
-@click.option("--python", help="The project's interpreter for gates, setup and shell commands (default: REPO's "
-              ".venv, else python3 on PATH).")
-@click.option("--sandbox-ro", multiple=True, help="Extra path visible read-only in the sandbox (repeatable).")
-@click.option("--include-dirty", is_flag=True, help="Start from a snapshot of REPO's uncommitted working tree.")
-@click.option("--json", "json_output", is_flag=True, help="Print result.json on stdout at the end.")
+@options(RUN_OPTIONS)
 @click.pass_context
 def run(ctx: click.Context, /, **params: Any) -> int:
     """Clone REPO into a disposable worktree and let the model work there."""
     from prime_ci.engine.prepare import prepare
     from prime_ci.engine.run import execute
 
-    flags = {
-        name: list(value) if isinstance(value, tuple) else value
-        for name, value in params.items()
-        if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
-        or name == "repo"
-    }
+    flags = given(ctx, params)
     host_setup()
     prep = prepare(flags, say_plain)  # a litellm route starts importing litellm here, overlapping the kernel start
     say_plain(f"run {prep.run_id}: {prep.worktree.source} @ {prep.worktree.base_commit[:12]} -> {prep.out}")
@@ -100,8 +44,8 @@ def run(ctx: click.Context, /, **params: Any) -> int:
 
 
 @cli.command()
-@click.option("--out", type=click.Path(path_type=Path), help="Artifacts directory.")
-@click.option("--json", "json_output", is_flag=True, help="Print result.json on stdout at the end.")
+@OUT
+@JSON
 def demo(out: Path | None, json_output: bool) -> int:
     """Run the bundled demo repository with the bundled replay model (no key, no network)."""
     from prime_ci.demo import demo_flags
@@ -141,19 +85,21 @@ def schema(which: str) -> int:
     return 0
 
 
-@cli.command()
-@click.option("--gate", multiple=True, help="Shell command that must exit 0 (repeatable).")
-@click.option("--gates-file", multiple=True, type=click.Path(path_type=Path), help="TOML [[gate]] file.")
-@click.option("--build", multiple=True, help="Command run before the gates (repeatable); a failure skips them.")
-@click.option("--junit", type=click.Path(path_type=Path), help="Write a JUnit report here.")
-@click.option("--logs", type=click.Path(path_type=Path), default=Path("prime-ci-out/gates"), show_default=True)
-@click.option("--sandbox", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True)
-@click.option("--python", help="The project's interpreter (default: ./.venv, else python3 on PATH).")
-@click.option("--sandbox-ro", multiple=True, help="Extra path visible read-only in the sandbox (repeatable).")
-@click.option("--pass-env", multiple=True, help="Let one environment variable reach the gates.")
-@click.option("--json", "json_output", is_flag=True, help="Print the results as JSON.")
+@cli.command(cls=PanelCommand)
+@GATE
+@GATES_FILE.but(help="TOML [[gate]] file (repeatable).")
+@BUILD.but(help="Command run before the gates (repeatable); a failure skips them.")
+@click.option("--junit", type=click.Path(path_type=Path), metavar="FILE", cls=PanelOption, panel="Output",
+              help="Write a JUnit report here.")
+@click.option("--logs", type=click.Path(path_type=Path), default=Path("prime-ci-out/gates"), show_default=True,
+              metavar="DIR", cls=PanelOption, panel="Output", help="Where the gates' logs go.")
+@SANDBOX.but(help="Isolate the gates (on: fail closed, exit 5).")
+@PYTHON.but(help="The project's interpreter (default: ./.venv, else python3 on PATH).")
+@SANDBOX_RO
+@PASS_ENV.but(help="Let one environment variable reach the gates (repeatable).")
+@JSON.but(help="Print the results as JSON.")
 def gates(
-    gate: tuple[str, ...], gates_file: tuple[Path, ...], build: tuple[str, ...], junit: Path | None, logs: Path,
+    gate: tuple[str, ...], gates_file: tuple[str, ...], build: tuple[str, ...], junit: Path | None, logs: Path,
     sandbox: str,
     python: str | None, sandbox_ro: tuple[str, ...], pass_env: tuple[str, ...], json_output: bool,
 ) -> int:
@@ -166,10 +112,11 @@ def gates(
     from prime_ci.gates.runner import gates_from_commands, load_gate_files
     from prime_ci.gates.specs import builds_from_texts, collect_builds
 
-    specs = gates_from_commands(list(gate)) + load_gate_files(list(gates_file))
+    files = [Path(p) for p in gates_file]
+    specs = gates_from_commands(list(gate)) + load_gate_files(files)
     if not specs:
         raise click.UsageError("no gates: give --gate or --gates-file")
-    texts = [(str(p), p.read_text(encoding="utf-8")) for p in gates_file]
+    texts = [(str(p), p.read_text(encoding="utf-8")) for p in files]
     options = Standalone(sandbox=sandbox, python=python, sandbox_ro=list(sandbox_ro), pass_env=list(pass_env),
                          builds=collect_builds(list(build), builds_from_texts(texts)))
     results = asyncio.run(standalone(specs, Path.cwd(), logs.resolve(), options, say_plain))
@@ -200,7 +147,7 @@ def child(spec: Path) -> int:
 @cli.command()
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--salvage", is_flag=True, help="Keep the valid records around damage in the middle of the log.")
-@click.option("--json", "json_output", is_flag=True, help="Print result.json on stdout at the end.")
+@JSON
 def resume(out_dir: Path, salvage: bool, json_output: bool) -> int:
     """Continue an interrupted run from its artifacts directory (a finished run returns its result)."""
     from prime_ci.engine.prepare import prepare_resume

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from prime_ci.cli.app import cli, say
+from prime_ci.cli.options import API_BASE, MODEL
 from prime_ci.isolation.untrusted import visible
 
 
@@ -113,8 +114,8 @@ def harness_trust(kind: str, name: str, harness_dir: Path) -> int:
 @cli.command("refine")
 @click.argument("session", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @HARNESS_DIR
-@click.option("--model", envvar="PRIME_CI_MODEL", help="litellm model id, or replay:SESSION.jsonl.")
-@click.option("--api-base", envvar="PRIME_CI_API_BASE", help="Provider base URL.")
+@MODEL
+@API_BASE
 @click.option("--instructions", help="What the refinement should focus on.")
 @click.option("--propose-to", type=click.Path(dir_okay=False, path_type=Path), help="Write a PR body here.")
 @click.option("--untrusted", is_flag=True, help="The session read untrusted input: new entries are untrusted.")
