@@ -104,7 +104,7 @@ def summary_markdown(result: dict[str, Any]) -> str:
     ]
     files = result.get("changed_files") or []
     lines += [f"### Changed files ({len(files)})", ""]
-    lines += [f"- `{f}`" for f in files[:50]] or ["(none)"]
+    lines += [f"- {code_cell(f, 300)}" for f in files[:50]] or ["(none)"]
     if len(files) > 50:
         lines.append(f"- … and {len(files) - 50} more (see patch.diff)")
     if result.get("children"):
