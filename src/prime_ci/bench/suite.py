@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from prime_ci.errors import ConfigError
-from prime_ci.isolation.parse import toml_loads
+from prime_ci.isolation.parse import json_loads, toml_loads
 from prime_ci.isolation.worktree import is_url
 
 ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -149,9 +149,9 @@ def _json_rows(path: Path, data: bytes) -> list[dict[str, Any]]:
     text = data.decode("utf-8", errors="replace")
     try:
         if path.suffix == ".json":
-            rows = json.loads(text)
+            rows = json_loads(text)
         else:
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+            rows = [json_loads(line) for line in text.splitlines() if line.strip()]
     except json.JSONDecodeError as exc:
         raise ConfigError(f"suite {path}: line {exc.lineno}: {exc.msg}") from None
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):

@@ -74,3 +74,11 @@ def test_a_result_json_nested_too_deeply_is_not_a_run_to_report(tmp_path: Path) 
     (tmp_path / "result.json").write_text(JSON_BOMB)
     with pytest.raises(ConfigError, match=r"is not valid JSON .*nested too deeply"):
         aggregate([tmp_path])
+
+
+@pytest.mark.parametrize("form", ["json", "jsonl"])
+def test_a_json_suite_nested_too_deeply_is_a_config_error(tmp_path: Path, form: str) -> None:
+    """Found by the nightly fuzz of suite files."""
+    (tmp_path / f"suite.{form}").write_text(JSON_BOMB)
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        load_suite(tmp_path / f"suite.{form}")
