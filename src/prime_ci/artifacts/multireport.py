@@ -9,9 +9,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from prime_ci.artifacts import durable
+from prime_ci.artifacts.report import code_cell
 from prime_ci.artifacts.schemas import ResultModel
 from prime_ci.durations import format_duration
 from prime_ci.errors import ConfigError
+from prime_ci.isolation.parse import json_loads
 from prime_ci.isolation.untrusted import visible
 
 REPORT_VERSION = 1
@@ -30,7 +32,7 @@ def load_result(out_dir: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"report: cannot read {path}: {exc}") from None
     try:
-        data = json.loads(raw)
+        data = json_loads(raw)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"report: {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
     try:
@@ -92,10 +94,6 @@ def _cost(value: float | None) -> str:
     return "unknown" if value is None else f"${value:.4f}"
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def _markdown(rows: list[dict[str, Any]], totals: dict[str, Any]) -> str:
     icon = "✅" if totals["failed"] == 0 else "❌"
     lines = [
@@ -109,9 +107,9 @@ def _markdown(rows: list[dict[str, Any]], totals: dict[str, Any]) -> str:
         state = "✅" if r["success"] else "❌"
         gates = f"{r['gates_passed']} ✓ / {r['gates_failed']} ✗"
         if r["failed_gates"]:
-            gates += " (" + ", ".join(f"`{_cell(n)}`" for n in r["failed_gates"][:5]) + ")"
+            gates += " (" + ", ".join(code_cell(n) for n in r["failed_gates"][:5]) + ")"
         lines.append(
-            f"| {state} `{_cell(r['run_id'])}` | `{r['stop_reason']}` | {r['exit_code']} | {r['turns']} | "
+            f"| {state} {code_cell(r['run_id'])} | {code_cell(r['stop_reason'])} | {r['exit_code']} | {r['turns']} | "
             f"{r['total_tokens']:,} | {_cost(r['cost_usd'])} | {format_duration(r['wall_s'])} | {gates} | "
             f"{r['changed_files']} |"
         )
@@ -137,7 +135,7 @@ def _markdown(rows: list[dict[str, Any]], totals: dict[str, Any]) -> str:
         "",
     ]
     files = totals["changed_files"]
-    lines += [f"- `{_cell(f)}`" for f in files[:MAX_FILES_SHOWN]] or ["(none)"]
+    lines += [f"- {code_cell(f, 300)}" for f in files[:MAX_FILES_SHOWN]] or ["(none)"]
     if len(files) > MAX_FILES_SHOWN:
         lines.append(f"- … and {len(files) - MAX_FILES_SHOWN} more (see the JSON report)")
     return visible("\n".join(lines) + "\n")

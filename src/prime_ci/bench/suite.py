@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from prime_ci.errors import ConfigError
+from prime_ci.isolation.parse import json_loads, toml_loads
 from prime_ci.isolation.worktree import is_url
 
 ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -117,7 +118,7 @@ def load_suite(path: Path, *, mirror: Path | None = None, task_roots: list[Path]
     name = path.stem
     if path.suffix == ".toml":
         try:
-            doc = tomllib.loads(data.decode("utf-8"))
+            doc = toml_loads(data.decode("utf-8"))
         except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"suite {path}: {exc}") from None
         unknown = set(doc) - {"name", "description", "defaults", "task"}
@@ -148,9 +149,9 @@ def _json_rows(path: Path, data: bytes) -> list[dict[str, Any]]:
     text = data.decode("utf-8", errors="replace")
     try:
         if path.suffix == ".json":
-            rows = json.loads(text)
+            rows = json_loads(text)
         else:
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+            rows = [json_loads(line) for line in text.splitlines() if line.strip()]
     except json.JSONDecodeError as exc:
         raise ConfigError(f"suite {path}: line {exc.lineno}: {exc.msg}") from None
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):

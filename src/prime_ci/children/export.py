@@ -45,6 +45,8 @@ def export_prime_agent(out: Path, dest: Path) -> list[Path]:
         child_id = _plain(read_session(source).header.get("id") or rlm_id, "session id", source)
         dirs[rlm_id] = parent_dir / rlm_id
         copies.append((source, dirs[rlm_id] / f"{child_id}.jsonl"))
+    copies = list(dict.fromkeys(copies))  # a child logged twice is copied once
+    _check_layout([target for _, target in copies], root_path)
     return [_copy(source, target) for source, target in copies]
 
 
@@ -54,6 +56,20 @@ def _plain(value: object, what: str, where: Path) -> str:
         raise ConfigError(f"export: {where}: {what} {ascii(value)[:80]} is not a plain name "
                           "(letters, digits, . _ -); nothing was exported")
     return value
+
+
+def _check_layout(targets: list[Path], where: Path) -> None:
+    """Refuse ids that give two sessions one file, or make a session file the path of a sub-agent's directory (a
+    child ``a`` whose session id is ``b`` and a grandchild ``b.jsonl`` under it)."""
+    files: set[Path] = set()
+    for target in targets:
+        if target in files:
+            raise ConfigError(f"export: {where}: two sessions would both be {target}; nothing was exported")
+        files.add(target)
+    for target in targets:
+        if clash := next((parent for parent in target.parents if parent in files), None):
+            raise ConfigError(f"export: {where}: {clash} would be both a session file and a sub-agent's directory; "
+                              "nothing was exported")
 
 
 def _copy(source: Path, target: Path) -> Path:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from prime_ci.durations import parse_duration
 from prime_ci.errors import ConfigError
 from prime_ci.isolation.limits import Limits
+from prime_ci.isolation.parse import toml_loads
 from prime_ci.model import table
 from prime_ci.model.usage import UserPrice
 
@@ -104,7 +105,7 @@ def file_settings(repo_dir: Path, warn: Warn) -> dict[str, Any]:
         if not path.is_file() or path.is_symlink():
             continue
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = toml_loads(path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             warn(f"{name}: not valid TOML ({str(exc).splitlines()[0][:120]}): the repository's settings are "
                  "ignored")

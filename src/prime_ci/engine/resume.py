@@ -16,6 +16,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, Field, ValidationError
+
+from prime_ci.artifacts.schemas import ResultModel
 from prime_ci.engine.agent import wire_arguments
 from prime_ci.engine.compact import summary_message
 from prime_ci.engine.config import RunConfig
@@ -23,6 +26,7 @@ from prime_ci.errors import ConfigError
 from prime_ci.gates.runner import GateSpec
 from prime_ci.isolation import limits
 from prime_ci.isolation.box import run_needle
+from prime_ci.isolation.parse import json_loads
 from prime_ci.isolation.procs import sweep
 from prime_ci.isolation.worktree import Worktree, create_worktree
 from prime_ci.kernel.bridge import remove_run_dirs
@@ -163,14 +167,10 @@ def plan(out: Path, *, salvage: bool) -> ResumePlan:
     info = session.last_custom("prime_ci.run")
     if info is None or "config" not in info:
         raise ConfigError(f"resume: {path} has no prime_ci.run record: the run never started")
-    config = info["config"]
-    if "limits" not in config:  # recorded before the limits were a setting: the run had them from the environment
-        config = {**config, "limits": limits.resolve(None)}
-    cfg = RunConfig.model_validate(config)
+    cfg, gates = _checked_record(info, path)
     if stop is not None:
-        result_path = out / "result.json"
-        finished = json.loads(result_path.read_text()) if result_path.is_file() else dict(stop)
-        return ResumePlan(out, info["run_id"], cfg, _dead_worktree(info), [], ResumeState(session), finished)
+        return ResumePlan(out, info["run_id"], cfg, _dead_worktree(info), [], ResumeState(session),
+                          _finished(out, stop))
     state = rebuild(session)
     if info.get("marker") and (stray := sweep(run_needle(info["marker"]))):
         state.notes.append(f"{stray} process(es) left over from the interrupted run were stopped.")
@@ -184,8 +184,63 @@ def plan(out: Path, *, salvage: bool) -> ResumePlan:
         wt.excludes = [".prime-ci"]
         state.notes.append("The worktree was lost with the interruption and was checked out again at the base "
                            "commit: changes made before the interruption are gone and must be redone.")
-    gates = [GateSpec.model_validate(g) for g in info.get("gates", [])]
     return ResumePlan(out, info["run_id"], cfg, wt, gates, state, info=info)
+
+
+class _WorktreeRecord(BaseModel):
+    path: str
+    git_dir: str
+    root: str
+    source: str
+
+
+class _RunRecord(BaseModel):
+    """What resume reads from the run's ``prime_ci.run`` record (the rest is read where it is used)."""
+
+    run_id: str
+    base_commit: str
+    config: dict[str, Any]
+    worktree: _WorktreeRecord
+    gates: list[GateSpec] = Field(default_factory=list)
+
+
+def _checked_record(info: dict[str, Any], path: Path) -> tuple[RunConfig, list[GateSpec]]:
+    """The settings and gates of a ``prime_ci.run`` record; ConfigError (exit 2) naming what is wrong with it."""
+    try:
+        record = _RunRecord.model_validate(info)
+        config = record.config
+        if "limits" not in config:  # recorded before the limits were a setting: the run had them from the environment
+            config = {**config, "limits": limits.resolve(None)}
+        return RunConfig.model_validate(config), record.gates
+    except ValidationError as exc:
+        raise ConfigError(f"resume: {path}: the prime_ci.run record is not prime-ci's: {_first_error(exc)}") from None
+
+
+def _finished(out: Path, stop: dict[str, Any]) -> dict[str, Any]:
+    """The outcome of a finished run: its result.json, else its stop record; ConfigError when it is not one."""
+    result_path = out / "result.json"
+    try:
+        if not result_path.is_file():
+            _StopRecord.model_validate(stop)
+            return dict(stop)
+        data = json_loads(result_path.read_bytes())
+        ResultModel.model_validate(data)
+    except ValueError as exc:  # not JSON, not UTF-8, or not a result (pydantic's ValidationError is a ValueError)
+        what = _first_error(exc) if isinstance(exc, ValidationError) else str(exc)[:200]
+        raise ConfigError(f"resume: the finished run's {result_path.name if result_path.is_file() else 'stop record'}"
+                          f" in {out} is not prime-ci's: {what}") from None
+    assert isinstance(data, dict)
+    return data
+
+
+class _StopRecord(BaseModel):
+    stop_reason: str
+    exit_code: int
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    return f"{'.'.join(map(str, err['loc'])) or 'record'}: {err['msg']}"
 
 
 def _dead_worktree(info: dict[str, Any]) -> Worktree:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import time
-import tomllib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from prime_ci.artifacts.schemas import SetupEntry
 from prime_ci.errors import ConfigError
 from prime_ci.gates.junit import ended
 from prime_ci.gates.specs import GateSpec, gates_from_commands
+from prime_ci.isolation.parse import toml_loads
 from prime_ci.isolation.redact import redact
 from prime_ci.isolation.untrusted import clean_terminal_text
 from prime_ci.isolation.worktree import read_file_at
@@ -97,7 +97,7 @@ def from_gate_texts(texts: list[tuple[str, str]]) -> list[SetupSpec]:
     """``[[setup]]`` tables of gate files, given as (label, text); the gate loader has validated the TOML."""
     specs: list[SetupSpec] = []
     for label, text in texts:
-        data = tomllib.loads(text)
+        data = toml_loads(text)
         if "setup" in data:
             specs += from_tables(data["setup"], label)
     return specs

@@ -17,6 +17,7 @@ from fnmatch import fnmatchcase
 from pathlib import PurePosixPath
 from typing import Any
 
+from prime_ci.isolation.parse import toml_loads
 from prime_ci.isolation.worktree import Worktree
 
 # every file pytest reads its configuration from (pytest 9 added pytest.toml and .pytest.toml)
@@ -108,7 +109,7 @@ def _work_text(wt: Worktree, path: str) -> str:
 
 def _toml_section(text: str) -> Any:
     try:
-        data = tomllib.loads(text)
+        data = toml_loads(text)
     except tomllib.TOMLDecodeError:
         return ("unparsable", text)  # an unparsable file is a change to its pytest section too
     tool = data.get("tool", {})

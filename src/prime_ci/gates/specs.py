@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from prime_ci.durations import parse_duration
 from prime_ci.errors import ConfigError
 from prime_ci.gates.naming import command_word
+from prime_ci.isolation.parse import toml_loads
 from prime_ci.isolation.worktree import read_file_at
 
 DEFAULT_TIMEOUT = 600.0
@@ -105,7 +106,7 @@ def _describe(exc: ValidationError, index: int, kind: str = "gate") -> str:
 
 def _parse_gate_text(text: str, label: str, seen: dict[str, str]) -> list[GateSpec]:
     try:
-        data = tomllib.loads(text)
+        data = toml_loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{label}: invalid TOML: {exc}") from None
     unknown = sorted(set(data) - {"gate", "setup", "build"})
@@ -183,7 +184,7 @@ def builds_from_texts(texts: list[tuple[str, str]]) -> list[BuildSpec]:
     """The ``[[build]]`` tables of gate files given as (label, text), already checked by the gate loader."""
     specs: list[BuildSpec] = []
     for label, text in texts:
-        data = tomllib.loads(text)
+        data = toml_loads(text)
         if "build" in data:
             specs += builds_from_tables(data["build"], label)
     return specs

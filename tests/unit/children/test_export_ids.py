@@ -87,3 +87,31 @@ def test_cli_exits_2_with_one_line(tmp_path: Path) -> None:
     assert done.stderr.count("\n") == 1 and "rlm_child_id" in done.stderr and "'../../../../y'" in done.stderr
     assert done.stdout == ""
     assert not (tmp_path / "y").exists() and not (tmp_path / "a" / "b" / "dest").exists()
+
+
+@pytest.mark.parametrize("second_rlm, second_child, second_parent, says", [
+    ("b.jsonl", "c", "sub-0123abcd", "both a session file and a sub-agent's directory"),  # found by the nightly fuzz
+    ("sub-0123abcd", "kid-session", "root", "two sessions would both be"),
+])
+def test_ids_that_give_two_sessions_one_path_are_refused(tmp_path: Path, second_rlm: str, second_child: str,
+                                                         second_parent: str, says: str) -> None:
+    """A child ``sub-0123abcd`` whose session id is ``b``, and a grandchild ``b.jsonl`` under it: the child's file
+    ``sub-0123abcd/b.jsonl`` is the grandchild's directory (before: FileExistsError, a traceback)."""
+    out = crafted_run(tmp_path / "out", child_id="b" if second_rlm == "b.jsonl" else "kid-session")
+    _write(out / "session.jsonl", _header("root-session"), _spawned("sub-0123abcd", "/x/children/kid"),
+           _spawned(second_rlm, "/x/children/grandkid", parent=second_parent))
+    _write(out / "children" / "grandkid" / "session.jsonl", _header(second_child))
+    before = files_under(tmp_path)
+    with pytest.raises(ConfigError, match=says):
+        export_prime_agent(out, tmp_path / "dest")
+    assert files_under(tmp_path) == before
+
+
+def test_a_child_logged_twice_is_copied_once(tmp_path: Path) -> None:
+    out = crafted_run(tmp_path / "out")
+    with (out / "session.jsonl").open("a") as log:
+        log.write(json.dumps(_spawned("sub-0123abcd", "/elsewhere/out/children/kid")) + "\n")
+    dest = tmp_path / "dest"
+    assert export_prime_agent(out, dest) == [dest / "sessions" / "root-session.jsonl",
+                                             dest / "session-artifacts" / "root-session" / "sub-0123abcd" /
+                                             "kid-session.jsonl"]
