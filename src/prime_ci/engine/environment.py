@@ -54,7 +54,8 @@ def gate_vars(prep: Prepared, env: dict[str, str]) -> dict[str, str]:
 async def run_setup(prep: Prepared, env: dict[str, str], say: Callable[[str], None]
                     ) -> tuple[list[SetupOutcome], str | None]:
     """Each setup command through the gate runner: scrubbed env, own process group, log in OUT/setup/; under
-    the sandbox the run's environment directory is writable and the network is on unless the spec says not.
+    the sandbox the run's environment directory is writable and the network is on unless the spec says not (never
+    for the repository's own setup).
     A command with network also gets the job's network settings (CA bundles, proxies, indexes), the files they
     name readable in the sandbox. A failure's last lines are said, with a hint (also returned)."""
     log_dir = prep.out / "setup"
@@ -77,7 +78,7 @@ async def run_setup(prep: Prepared, env: dict[str, str], say: Callable[[str], No
             say(f"setup {spec.name}: last {len(tail)} line(s) of its output:")
             for line in tail:
                 say(f"  | {line}")
-            hint[0] = failure_hint(result.output)
+            hint[0] = failure_hint(result.output, offline_repository=spec.repository and sandbox is not None)
             if hint[0]:
                 say(f"setup {spec.name}: hint: {hint[0]}")
         return SetupOutcome(name=spec.name, command=spec.command, passed=result.passed, exit_code=result.exit_code,
