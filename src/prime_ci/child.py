@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from prime_ci.children import TOKEN_VAR
+from prime_ci.children.token import claim
 from prime_ci.isolation.box import RUN_VAR
 from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.sandbox import Sandbox
@@ -23,10 +23,11 @@ from prime_ci.kernel.launch import KernelConfig, launch
 
 
 def main(spec_path: Path) -> int:
-    spec = json.loads(spec_path.read_text())
     # the token proving this child to the root never touches the disk (spec.json is readable in the sandbox when
-    # --out is) and leaves the environment before the kernel is started with it
-    spec["token"] = os.environ.pop(TOKEN_VAR, "")
+    # --out is) nor the environment: it comes over a pipe, read once this process is undumpable
+    secret = claim(os.environ)
+    spec = json.loads(spec_path.read_text())
+    spec["token"] = secret
     marker = os.environ.get(RUN_VAR, "")
     bridge_dir = run_dir(marker) if marker else Path(tempfile.mkdtemp(prefix="pci-"))
     scratch = Path(spec["scratch"])

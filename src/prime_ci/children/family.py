@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prime_ci.children import TOKEN_VAR, messages
+from prime_ci.children import messages
 from prime_ci.children.auth import descends_from
 from prime_ci.children.member import Member, Message, children_of
+from prime_ci.children.token import FD_VAR, hand_over
 from prime_ci.engine.agent import Agent
 from prime_ci.engine.budget import Budget, BudgetExhausted
 from prime_ci.engine.stops import StopReason
@@ -144,14 +145,16 @@ class Family:
                 "limits": self.limits.to_json()}
         (session_dir / "spec.json").write_text(json.dumps(spec))
         log = open(session_dir / "child.log", "ab")  # noqa: SIM115 - inherited by the child process
+        pipe = hand_over(member.token)  # never in the environment: /proc/PID/environ keeps what exec got
         try:
             member.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "prime_ci.child", str(session_dir / "spec.json"),
-                env={**self.env, TOKEN_VAR: member.token}, stdin=asyncio.subprocess.DEVNULL,
+                env={**self.env, FD_VAR: str(pipe)}, pass_fds=(pipe,), stdin=asyncio.subprocess.DEVNULL,
                 stdout=log, stderr=log,
                 start_new_session=True,
             )
         finally:
+            os.close(pipe)
             log.close()
         self.members[child_id] = member
         self.member_models[child_id] = model

@@ -1,0 +1,152 @@
+"""Issue 24 item 5: with ``--sandbox off`` a cell cannot impersonate a child. The child's bridge token reaches the
+child host over an inherited pipe, never its environment, and every host process that holds a credential (the
+run's own process, child hosts) is undumpable: as an unprivileged user its ``/proc/PID/environ``, ``mem`` and
+``fd/`` are closed to other processes of that user. As root nothing closes them (CAP_SYS_PTRACE): there the
+promise is only that the environment holds no token (the README's limits of ``--sandbox off`` as root)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import BUGGY, make_repo, run_prime
+from prime_ci.children.token import FD_VAR, hand_over
+from prime_ci.testing import ScriptedServer, contains, ipython, reply
+
+TOKEN = "5f0c2a9e" * 4
+SECRET = "sk-run-process-canary-31337"
+NOBODY = 65534
+
+# A cell of the root agent, as a same-user attacker with --sandbox off: find the child host's process, take every
+# token-shaped value from its environment and try each on the children's bridge as that child.
+IMPERSONATE = r'''
+import json, os, pathlib, re, socket
+h = await rlm('stay idle', name='victim')
+spec_path = pathlib.Path(h['session_dir']) / 'spec.json'
+def host_pid():
+    for p in pathlib.Path('/proc').iterdir():
+        try:
+            if p.name.isdigit() and str(spec_path).encode() in (p / 'cmdline').read_bytes():
+                return int(p.name)
+        except OSError:
+            pass
+pid = None
+while pid is None:
+    pid = host_pid()
+try:
+    environ = open(f'/proc/{pid}/environ', 'rb').read()
+    print('ENVIRON read', len(environ))
+except OSError as e:
+    environ = b''
+    print('ENVIRON', type(e).__name__)
+bridge = json.loads(spec_path.read_text())['root_bridge']
+for candidate in sorted(set(re.findall(rb'[0-9a-f]{32}', environ))):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(bridge)
+    call = {'op': 'child.model', 'child': h['rlm_child_id'], 'token': candidate.decode(), 'tools': [],
+            'messages': [{'role': 'user', 'content': 'IMPERSONATED CALL'}]}
+    s.sendall(json.dumps(call).encode() + b'\n')
+    print('BRIDGE', s.makefile().readline()[:120])
+'''
+
+
+def test_a_cell_cannot_take_the_child_token_from_the_child_hosts_environment(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", BUGGY)
+    with ScriptedServer() as server:
+        server.route(contains("IMPERSONATED CALL"), [reply("stolen answer")])
+        server.route(contains("stay idle"), [reply("idle child")])
+        server.add(ipython(IMPERSONATE), reply("done"))
+        run = run_prime(tmp_path, repo, server, "--sandbox", "off")
+        requests = [r.body for r in server.chat_requests]
+    assert run.code == 0, run.proc.stderr
+    assert not [b for b in requests if contains("IMPERSONATED CALL")(b)], "a cell spoke for the child on the bridge"
+    assert any(contains("stay idle")(b) for b in requests), "the real child got its token and made its model call"
+    expected = "ENVIRON read" if os.geteuid() == 0 else "ENVIRON PermissionError"
+    assert any(contains(expected)(b) for b in requests), "the cell found the child host and looked"
+
+
+# A process holding a credential, started as root and turned into another user before it takes the credential
+# (the Python it runs lives under root's home, which NOBODY cannot read): made dumpable again, as a fresh exec by
+# that user would be, so only what prime-ci does makes it undumpable.
+VICTIM = r'''
+import ctypes, os, sys
+from prime_ci.children.token import claim
+from prime_ci.cli.app import host_setup
+uid = int(sys.argv[2])
+if uid != os.getuid():
+    os.setgroups([]); os.setgid(uid); os.setuid(uid)
+ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: as an exec by that user leaves it
+if sys.argv[1] == 'child':
+    print('TOKEN', claim(os.environ), flush=True)
+else:
+    host_setup()
+    print('TOKEN -', flush=True)
+sys.stdin.read()
+'''
+
+ATTACKER = r'''
+import os, sys
+pid, uid = int(sys.argv[1]), int(sys.argv[2])
+if uid != os.getuid():
+    os.setgroups([]); os.setgid(uid); os.setuid(uid)
+for name in ('environ', 'mem', 'fd'):
+    try:
+        if name == 'fd':
+            print(name, 'listed', os.listdir(f'/proc/{pid}/fd'))
+        else:
+            with open(f'/proc/{pid}/{name}', 'rb') as f:
+                print(name, 'read', f.read(4096) if name == 'environ' else 'ok')
+    except OSError as e:
+        print(name, 'refused', type(e).__name__)
+'''
+
+
+@pytest.fixture(params=["root", "nobody"])
+def uid(request: pytest.FixtureRequest) -> int:
+    if request.param == "nobody":
+        if os.geteuid() != 0:
+            return os.geteuid()  # already an unprivileged user: test as that one
+        return NOBODY
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    return 0
+
+
+@pytest.fixture(params=["child", "run"])
+def victim(request: pytest.FixtureRequest, uid: int) -> Iterator[tuple[str, int, str]]:
+    """(which host process, its pid, the token it took) while it runs as ``uid``."""
+    pipe = hand_over(TOKEN)
+    env = {**os.environ, "OPENAI_API_KEY": SECRET, FD_VAR: str(pipe)}
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", VICTIM, request.param, str(uid)], env=env, cwd="/",
+                                pass_fds=(pipe,), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    finally:
+        os.close(pipe)
+    assert proc.stdout is not None and proc.stdin is not None
+    line = proc.stdout.readline().split()
+    try:
+        assert line[:1] == ["TOKEN"], line
+        yield request.param, proc.pid, line[1]
+    finally:
+        proc.stdin.close()
+        proc.wait(30)
+
+
+def test_host_processes_holding_credentials_are_closed_to_their_user(victim: tuple[str, int, str], uid: int) -> None:
+    kind, pid, taken = victim
+    if kind == "child":
+        assert taken == TOKEN, "the child host got its token over the pipe"
+    probe = subprocess.run([sys.executable, "-c", ATTACKER, str(pid), str(uid)], capture_output=True, text=True,
+                           cwd="/", check=True, timeout=60)
+    seen = dict(line.split(" ", 1) for line in probe.stdout.splitlines())
+    assert set(seen) == {"environ", "mem", "fd"}, probe.stdout + probe.stderr
+    assert TOKEN not in seen["environ"], "the token is never in the environment"
+    if uid == 0:
+        assert seen["environ"].startswith("read"), "root reads any process: only the environment's content counts"
+    else:
+        assert all(v.startswith("refused PermissionError") for v in seen.values()), seen
