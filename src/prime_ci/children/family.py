@@ -33,7 +33,7 @@ from prime_ci.errors import ConfigError
 from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.sandbox import Sandbox
 from prime_ci.isolation.worktree import GitError, Worktree
-from prime_ci.kernel.bridge import Refused
+from prime_ci.kernel.bridge import PEER, Refused
 from prime_ci.model.providers import ReplayModel
 from prime_ci.model.routes import Model
 from prime_ci.model.usage import session_usage
@@ -81,14 +81,18 @@ class Family:
         return self.members["root"]
 
     def sender(self, request: dict[str, Any]) -> Member:
-        """Who is asking: a child's id and token (checked), else the root (the root kernel's bridge refuses any
-        identity: ``auth.as_root``)."""
+        """Who is asking: a child's id and token (checked), from that child's host process when it has one (the
+        children's bridge stamps the caller's pid), else the root (the root kernel's bridge refuses any identity:
+        ``auth.as_root``)."""
         child = request.pop("child", None)
         token = request.pop("token", None)
+        peer = request.pop(PEER, None)
         if child is None:
             return self.root
         member = self.members.get(str(child))
         if member is None or not secrets.compare_digest(member.token, str(token)):
+            raise Refused("unknown child")
+        if member.proc is not None and peer != member.proc.pid:
             raise Refused("unknown child")
         return member
 

@@ -6,6 +6,7 @@ promise is only that the environment holds no token (the README's limits of ``--
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -15,8 +16,17 @@ from pathlib import Path
 import pytest
 
 from conftest import BUGGY, make_repo, run_prime
+from prime_ci.children import auth
+from prime_ci.children.family import Family, Member
 from prime_ci.children.token import FD_VAR, hand_over
+from prime_ci.engine.budget import Budget, Limits
+from prime_ci.isolation.limits import Limits as BoxLimits
+from prime_ci.isolation.worktree import Worktree
+from prime_ci.kernel.bridge import Bridge, Refused
+from prime_ci.kernel.bridge import request as bridge_request
+from prime_ci.session.log import SessionLog
 from prime_ci.testing import ScriptedServer, contains, ipython, reply
+from prime_ci.testing.fakes import ScriptedModel, text_reply
 
 TOKEN = "5f0c2a9e" * 4
 SECRET = "sk-run-process-canary-31337"
@@ -150,3 +160,51 @@ def test_host_processes_holding_credentials_are_closed_to_their_user(victim: tup
         assert seen["environ"].startswith("read"), "root reads any process: only the environment's content counts"
     else:
         assert all(v.startswith("refused PermissionError") for v in seen.values()), seen
+
+
+# A child host's request on the children's bridge, from whatever process runs this.
+CALL = r'''
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(json.dumps({'op': 'child.model', 'child': 'left', 'token': sys.argv[2], 'peer_pid': 1, 'tools': [],
+                      'messages': [{'role': 'user', 'content': 'work'}]}).encode() + b'\n')
+print(s.makefile().readline())
+sys.stdin.read()
+'''
+
+
+def test_a_childs_token_is_good_only_from_its_own_host_process(tmp_path: Path) -> None:
+    """Even a token read from a child host's memory (root can) speaks for the child only from that host."""
+
+    async def scenario() -> tuple[str, str, int]:
+        model = ScriptedModel([text_reply("for the real host")])
+        log = SessionLog.create(tmp_path / "session.jsonl", cwd=str(tmp_path))
+        wt = Worktree(tmp_path, tmp_path / ".git", "0" * 40, tmp_path, str(tmp_path))
+        fam = Family(log, tmp_path, wt, Budget(Limits()), model, lambda name: model, {}, "", 1, 4, 10, 60.0,
+                     lambda text: None, limits=BoxLimits())
+        bridge = Bridge(tmp_path / "bridge", peer=True)
+        (tmp_path / "bridge").mkdir()
+        bridge.register("child.model", auth.as_child(fam.model_call))
+        await bridge.start()
+        host = await asyncio.create_subprocess_exec(sys.executable, "-c", CALL, str(bridge.path), TOKEN,
+                                                    stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        member = Member("left", "left", "root", 1, model.name, tmp_path / "left", token=TOKEN, proc=host)
+        fam.members["left"] = member
+        assert host.stdout is not None and host.stdin is not None
+        from_host = (await host.stdout.readline()).decode()
+        try:
+            await bridge_request(str(bridge.path), "child.model", child="left", token=TOKEN, peer_pid=host.pid,
+                                 tools=[], messages=[{"role": "user", "content": "stolen"}])
+            from_elsewhere = "accepted"
+        except Refused as exc:
+            from_elsewhere = f"refused: {exc}"
+        host.stdin.close()
+        await host.wait()
+        await bridge.close()
+        return from_host, from_elsewhere, len(model.calls)
+
+    from_host, from_elsewhere, calls = asyncio.run(scenario())
+    assert '"ok": true' in from_host and "for the real host" in from_host, from_host
+    assert from_elsewhere == "refused: unknown child"
+    assert calls == 1
