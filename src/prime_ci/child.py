@@ -15,17 +15,20 @@ import tempfile
 from pathlib import Path
 
 from prime_ci.children.token import claim
-from prime_ci.isolation.box import RUN_VAR
-from prime_ci.isolation.limits import Limits
-from prime_ci.isolation.sandbox import Sandbox
-from prime_ci.kernel.bridge import run_dir
-from prime_ci.kernel.launch import KernelConfig, launch
 
 
 def main(spec_path: Path) -> int:
     # the token proving this child to the root never touches the disk (spec.json is readable in the sandbox when
-    # --out is) nor the environment: it comes over a pipe, read once this process is undumpable
+    # --out is) nor the environment: it comes over a pipe, read once this process is undumpable; that is done
+    # before anything else is imported, so the moments after the exec in which a process of the same user could
+    # attach to this one are as few as they can be
     secret = claim(os.environ)
+    from prime_ci.isolation.box import RUN_VAR
+    from prime_ci.isolation.limits import Limits
+    from prime_ci.isolation.sandbox import Sandbox
+    from prime_ci.kernel.bridge import run_dir
+    from prime_ci.kernel.launch import KernelConfig, launch
+
     spec = json.loads(spec_path.read_text())
     spec["token"] = secret
     marker = os.environ.get(RUN_VAR, "")

@@ -13,7 +13,7 @@ import os
 from collections.abc import MutableMapping
 from pathlib import Path
 
-from prime_ci.isolation.sandbox import make_undumpable
+from prime_ci.isolation.dumpable import make_undumpable
 
 FD_VAR = "PRIME_CI_CHILD_TOKEN_FD"  # the number of the inherited descriptor, not the token
 MAX_TOKEN = 256
