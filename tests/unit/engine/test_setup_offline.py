@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUGGY, make_repo, wait_until
+from conftest import BUGGY, make_repo, run_prime, wait_until
 from prime_ci.engine.environment import project_vars, run_setup
 from prime_ci.engine.prepare import Prepared, prepare
 from prime_ci.engine.setup import OFFLINE_HINT, from_tables
 from prime_ci.errors import ConfigError
 from prime_ci.isolation.sandbox import bwrap_binary, scrubbed_env
+from prime_ci.testing import ScriptedServer, reply
 
 
 def _bwrap_runs() -> bool:
@@ -179,3 +180,17 @@ def test_a_repository_install_that_needs_the_network_says_how_to_grant_it(tmp_pa
 def test_a_table_cannot_say_where_it_came_from() -> None:
     with pytest.raises(ConfigError, match=r"setup\[0\]\.repository: unknown field"):
         from_tables([{"name": "deps", "command": "true", "repository": False}], "prime-ci.toml")
+
+
+@pytest.mark.skipif(not _bwrap_runs(), reason="bubblewrap cannot make a user namespace here")
+def test_repository_builds_have_no_network_in_a_run(tmp_path: Path, listener: Listener) -> None:
+    """Builds run before every gate round, offline whoever wrote them: the repository's, through a whole run."""
+    build = _reach(tmp_path, listener.port, "repo-build")
+    repo = make_repo(tmp_path / "repo", {**BUGGY, "prime-ci.toml": f"build = ['''{build}''']\n"})
+    with ScriptedServer() as server:
+        server.add(reply("nothing to do"))
+        run = run_prime(tmp_path, repo, server, "--sandbox", "on", "--gate", "true")
+    assert run.code == 0, run.proc.stderr
+    assert [b["name"] for b in run.result["build"]] == ["reach.py"]
+    assert "repo-build OFFLINE" in (run.out / "build" / "reach.py.log").read_text()
+    assert listener.take() == []
