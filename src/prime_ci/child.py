@@ -14,19 +14,23 @@ import sys
 import tempfile
 from pathlib import Path
 
-from prime_ci.children import TOKEN_VAR
-from prime_ci.isolation.box import RUN_VAR
-from prime_ci.isolation.limits import Limits
-from prime_ci.isolation.sandbox import Sandbox
-from prime_ci.kernel.bridge import run_dir
-from prime_ci.kernel.launch import KernelConfig, launch
+from prime_ci.children.token import claim
 
 
 def main(spec_path: Path) -> int:
-    spec = json.loads(spec_path.read_text())
     # the token proving this child to the root never touches the disk (spec.json is readable in the sandbox when
-    # --out is) and leaves the environment before the kernel is started with it
-    spec["token"] = os.environ.pop(TOKEN_VAR, "")
+    # --out is) nor the environment: it comes over a pipe, read once this process is undumpable; that is done
+    # before anything else is imported, so the moments after the exec in which a process of the same user could
+    # attach to this one are as few as they can be
+    secret = claim(os.environ)
+    from prime_ci.isolation.box import RUN_VAR
+    from prime_ci.isolation.limits import Limits
+    from prime_ci.isolation.sandbox import Sandbox
+    from prime_ci.kernel.bridge import run_dir
+    from prime_ci.kernel.launch import KernelConfig, launch
+
+    spec = json.loads(spec_path.read_text())
+    spec["token"] = secret
     marker = os.environ.get(RUN_VAR, "")
     bridge_dir = run_dir(marker) if marker else Path(tempfile.mkdtemp(prefix="pci-"))
     scratch = Path(spec["scratch"])

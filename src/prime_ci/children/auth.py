@@ -1,5 +1,6 @@
 """Who may ask the root what over the bridges: the root kernel's bridge never speaks for a child, the
-children's bridge only for a child with its token, and the root signals only processes a child started."""
+children's bridge only for a child with its token from its own host process (``Family.sender``), and the root
+signals only processes a child started."""
 
 from __future__ import annotations
 

@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from prime_ci.activity import doing
-from prime_ci.children import TOKEN_VAR, messages
+from prime_ci.children import messages
 from prime_ci.children.auth import descends_from
 from prime_ci.children.member import Member, Message, children_of
+from prime_ci.children.token import FD_VAR, hand_over
 from prime_ci.engine.agent import Agent
 from prime_ci.engine.budget import Budget, BudgetExhausted
 from prime_ci.engine.stops import StopReason
@@ -33,7 +34,7 @@ from prime_ci.errors import ConfigError
 from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.sandbox import Sandbox
 from prime_ci.isolation.worktree import GitError, Worktree
-from prime_ci.kernel.bridge import Refused
+from prime_ci.kernel.bridge import PEER, Refused
 from prime_ci.model.providers import ReplayModel
 from prime_ci.model.routes import Model
 from prime_ci.model.usage import session_usage
@@ -81,14 +82,18 @@ class Family:
         return self.members["root"]
 
     def sender(self, request: dict[str, Any]) -> Member:
-        """Who is asking: a child's id and token (checked), else the root (the root kernel's bridge refuses any
-        identity: ``auth.as_root``)."""
+        """Who is asking: a child's id and token (checked), from that child's host process when it has one (the
+        children's bridge stamps the caller's pid), else the root (the root kernel's bridge refuses any identity:
+        ``auth.as_root``)."""
         child = request.pop("child", None)
         token = request.pop("token", None)
+        peer = request.pop(PEER, None)
         if child is None:
             return self.root
         member = self.members.get(str(child))
         if member is None or not secrets.compare_digest(member.token, str(token)):
+            raise Refused("unknown child")
+        if member.proc is not None and peer != member.proc.pid:
             raise Refused("unknown child")
         return member
 
@@ -145,14 +150,16 @@ class Family:
                 "limits": self.limits.to_json()}
         (session_dir / "spec.json").write_text(json.dumps(spec))
         log = open(session_dir / "child.log", "ab")  # noqa: SIM115 - inherited by the child process
+        pipe = hand_over(member.token)  # never in the environment: /proc/PID/environ keeps what exec got
         try:
             member.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "prime_ci.child", str(session_dir / "spec.json"),
-                env={**self.env, TOKEN_VAR: member.token}, stdin=asyncio.subprocess.DEVNULL,
+                env={**self.env, FD_VAR: str(pipe)}, pass_fds=(pipe,), stdin=asyncio.subprocess.DEVNULL,
                 stdout=log, stderr=log,
                 start_new_session=True,
             )
         finally:
+            os.close(pipe)
             log.close()
         self.members[child_id] = member
         self.member_models[child_id] = model

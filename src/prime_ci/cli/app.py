@@ -61,8 +61,8 @@ def host_setup() -> None:
     before the event loop takes it over (cloning, preparing) unwinds like Ctrl-C: the temp worktree is removed,
     exit 130, instead of dying with a clone left behind (a CI cancel, a bench stopping its runs)."""
     from prime_ci.isolation import redact
+    from prime_ci.isolation.dumpable import make_undumpable
     from prime_ci.isolation.procs import enable_subreaper
-    from prime_ci.isolation.sandbox import make_undumpable
 
     redact.register_environment()
     enable_subreaper()

@@ -55,7 +55,8 @@ async def run_setup(prep: Prepared, env: dict[str, str], say: Callable[[str], No
                     on_done: Callable[[SetupOutcome, str], None] | None = None
                     ) -> tuple[list[SetupOutcome], str | None]:
     """Each setup command through the gate runner: scrubbed env, own process group, log in OUT/setup/; under
-    the sandbox the run's environment directory is writable and the network is on unless the spec says not.
+    the sandbox the run's environment directory is writable and the network is on unless the spec says not (never
+    for the repository's own setup).
     A command with network also gets the job's network settings (CA bundles, proxies, indexes), the files they
     name readable in the sandbox. A failure's last lines are said, with a hint (also returned). ``on_done`` gets
     each outcome with the command's output."""
@@ -79,7 +80,7 @@ async def run_setup(prep: Prepared, env: dict[str, str], say: Callable[[str], No
             say(f"setup {spec.name}: last {len(tail)} line(s) of its output:")
             for line in tail:
                 say(f"  | {line}")
-            hint[0] = failure_hint(result.output)
+            hint[0] = failure_hint(result.output, offline_repository=spec.repository and sandbox is not None)
             if hint[0]:
                 say(f"setup {spec.name}: hint: {hint[0]}")
         outcome = SetupOutcome(name=spec.name, command=spec.command, passed=result.passed,

@@ -65,9 +65,10 @@ def prepare(flags: dict[str, Any], say: Callable[[str], None]) -> Prepared:
     try:
         warn = repo_values.warner(say)
         from_repo = file_settings(worktree.path, warn)
-        cfg = repo_values.admit(build_config(flags, from_repo, warn), worktree, set(from_repo) - set(flags), warn)
+        repo_keys = set(from_repo) - set(flags)
+        cfg = repo_values.admit(build_config(flags, from_repo, warn), worktree, repo_keys, warn)
         gates = load_gates(cfg, worktree)
-        setup = load_setup(cfg, worktree)
+        setup = load_setup(cfg, worktree, repository_setup="setup" in repo_keys, warn=warn)
         builds = collect_builds(cfg.build, builds_from_texts(gate_texts(cfg, worktree)))
         project = project_env(cfg, worktree)
         model = make_model(cfg.model or "", api_base=cfg.api_base, options=model_options(cfg))
@@ -132,9 +133,29 @@ def gate_texts(cfg: RunConfig, wt: Worktree) -> list[tuple[str, str]]:
     return setup_phase.gate_file_texts([_inside(wt.path, p) for p in cfg.gates_file])
 
 
-def load_setup(cfg: RunConfig, wt: Worktree) -> list[SetupSpec]:
-    """``--setup``, ``prime-ci.toml``'s ``setup`` and the gate files' ``[[setup]]`` (at --gates-from when given)."""
-    return setup_phase.collect(cfg.setup, setup_phase.from_gate_texts(gate_texts(cfg, wt)))
+def load_setup(cfg: RunConfig, wt: Worktree, *, repository_setup: bool, warn: Callable[[str], None]
+               ) -> list[SetupSpec]:
+    """``--setup`` (or ``prime-ci.toml``'s ``setup`` when ``repository_setup``), then the gate files' ``[[setup]]``
+    (at --gates-from when given). What the repository under review wrote runs without network: ``prime-ci.toml``'s
+    entries and the tables of gate files read from the worktree or REPO (not at --gates-from)."""
+    own = setup_phase.collect(cfg.setup, [])
+    if repository_setup:
+        own = setup_phase.offline(own, warn)
+    if cfg.gates_from:
+        files = setup_phase.from_gate_texts(gate_texts(cfg, wt))
+    else:
+        files = []
+        for name in cfg.gates_file:
+            path = _inside(wt.path, name)
+            specs = setup_phase.from_gate_texts(setup_phase.gate_file_texts([path]))
+            files += setup_phase.offline(specs, warn) if _from_repository(wt, path) else specs
+    return setup_phase.collect([], own + files)
+
+
+def _from_repository(wt: Worktree, path: Path) -> bool:
+    """Whether a file read at ``path`` is the repository's text: in the worktree's directory or in REPO."""
+    places = [wt.root] if is_url(wt.source) else [wt.root, Path(wt.source)]
+    return any(path.resolve().is_relative_to(place.resolve()) for place in places)
 
 
 def reach_paths(cfg: RunConfig, wt: Worktree, commands: list[str], project: ProjectEnv) -> list[str]:

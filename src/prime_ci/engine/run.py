@@ -91,7 +91,8 @@ class Run:
     actions: ActionsLog | None = None
 
     def __post_init__(self) -> None:
-        self.bridge, self.child_bridge = Bridge(run_dir(self.marker)), Bridge(run_dir(self.marker))
+        # the children's bridge knows each caller's process: a child's token is good only from its own host
+        self.bridge, self.child_bridge = Bridge(run_dir(self.marker)), Bridge(run_dir(self.marker), peer=True)
 
     async def execute(self) -> dict[str, Any]:
         cfg, wt = self.prep.cfg, self.prep.worktree

@@ -1,11 +1,12 @@
 """The setup phase: trusted commands that prepare the worktree before the model's first turn.
 
-Setup commands come from the operator (``--setup``) or from the same trusted sources as the gates
-(``[[setup]]`` tables in gate files, read at ``--gates-from`` when given, and in ``prime-ci.toml`` as checked
-out at the base commit), never from files the model wrote. They run like gates (own process group, full
-log, timeout, the gates' scrubbed environment), inside the sandbox when it is on, with the network on unless
-a table says ``network = false``. The first failing command ends the run with ``setup_failed`` (exit 9)
-before any model call.
+Setup commands come from the operator (``--setup``) or from the same sources as the gates (``[[setup]]``
+tables in gate files, read at ``--gates-from`` when given, and in ``prime-ci.toml`` as checked out at the base
+commit), never from files the model wrote. They run like gates (own process group, full log, timeout, the
+gates' scrubbed environment), inside the sandbox when it is on. The network is on unless a table says
+``network = false``, except for setup the repository under review wrote (``prime-ci.toml``, a gate file read
+from the worktree): that never has network (DESIGN §13). The first failing command ends the run with
+``setup_failed`` (exit 9) before any model call.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ _BUILD = re.compile(
 NETWORK_HINT = ("it looks like a network, proxy or certificate problem: setup gets the job's CA and proxy "
                 "variables (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS, PIP_CERT, https_proxy, ...); "
                 "pass any other variable it needs with --pass-env NAME")
+OFFLINE_HINT = ("setup from the repository (its prime-ci.toml, or a gate file read from the worktree) runs without "
+                "network; if it must download (pip install from PyPI, npm ci), the operator gives it network as "
+                "--setup CMD (action input `setup`) or as a [[setup]] table in a gate file read with --gates-from REF")
 BUILD_HINT = ("the project's build backend failed (the [build-system] requirements or the backend's own "
               "error, in the log): pip and uv build in an isolated environment with those requirements unless "
               "given --no-build-isolation")
@@ -59,6 +63,8 @@ class SetupSpec(BaseModel):
     timeout: float = DEFAULT_TIMEOUT
     env: dict[str, str] = Field(default_factory=dict)
     network: bool = True
+    # written by the repository under review (prime-ci.toml, a gate file read from the worktree): never network
+    repository: bool = False
 
     def as_gate(self) -> GateSpec:
         """Setup runs through the gate runner (process group, log, timeout, escapee sweep)."""
@@ -70,7 +76,7 @@ def _validated(table: Any, label: str, index: int) -> SetupSpec:
     where = f"{label}: setup[{index}]"
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: must be a [[setup]] table")
-    unknown = sorted(set(table) - set(SetupSpec.model_fields))
+    unknown = sorted(set(table) - (set(SetupSpec.model_fields) - {"repository"}))  # where it came from is ours
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]}: unknown field")
     if not isinstance(table.get("network", True), bool):
@@ -84,7 +90,7 @@ def _validated(table: Any, label: str, index: int) -> SetupSpec:
         raise ConfigError(f"{where}.{field}: {msg}") from None
     return SetupSpec(name=gate.name, command=gate.command, env=gate.env,
                      timeout=gate.timeout if "timeout" in table else DEFAULT_TIMEOUT,
-                     network=table.get("network", True))
+                     **({"network": table["network"]} if "network" in table else {}))
 
 
 def from_tables(tables: Any, label: str) -> list[SetupSpec]:
@@ -124,6 +130,17 @@ def collect(items: list[str | dict[str, Any]], file_specs: list[SetupSpec]) -> l
     return specs
 
 
+def offline(specs: list[SetupSpec], warn: Callable[[str], None]) -> list[SetupSpec]:
+    """Setup the repository under review wrote: without network whatever its table says (one warning for a table
+    that asks for it), so a pull request cannot reach the host's network or plant what it fetched."""
+    out: list[SetupSpec] = []
+    for spec in specs:
+        if spec.network and "network" in spec.model_fields_set:
+            warn(f"repository settings: setup {spec.name!r}: network = true ignored: {OFFLINE_HINT}")
+        out.append(spec.model_copy(update={"network": False, "repository": True}))
+    return out
+
+
 SetupOutcome = SetupEntry  # one shape: what the runner returns is what result.json and the log carry
 
 
@@ -157,10 +174,12 @@ def last_lines(output: str, count: int = TAIL_LINES) -> list[str]:
     return [line[:300] for line in lines[-count:]]
 
 
-def failure_hint(output: str) -> str | None:
-    """What a failed setup's output suggests: the network settings (``--pass-env``) or the build backend."""
+def failure_hint(output: str, offline_repository: bool = False) -> str | None:
+    """What a failed setup's output suggests: the network settings (``--pass-env``) or the build backend; for
+    the repository's own setup that ran without network, how the operator gives it network."""
+    build = BUILD_HINT if _BUILD.search(output) and not _NETWORK.search(output) else None
+    if offline_repository:
+        return f"{OFFLINE_HINT}; {build}" if build else OFFLINE_HINT
     if _NETWORK.search(output):
         return NETWORK_HINT
-    if _BUILD.search(output):
-        return BUILD_HINT
-    return None
+    return build

@@ -12,7 +12,6 @@ the scrubbed environment, since ``/proc/1/environ`` inside the sandbox shows the
 
 from __future__ import annotations
 
-import ctypes
 import os
 import platform
 import shlex
@@ -65,7 +64,6 @@ SANDBOX_ID = "65534"  # the uid and gid inside a sandbox started by root (nobody
 # of these: they see the environment the project's own CI gives them (some projects test colour handling).
 NO_COLOR_ENV = {"NO_COLOR": "1", "TERM": "dumb", "PY_COLORS": "0", "CLICOLOR": "0"}
 _SYSTEM = ("/proc", "/sys", "/dev")
-PR_SET_DUMPABLE = 4
 
 
 def scrubbed_env(home: Path, pass_env: list[str] | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -109,12 +107,6 @@ def colour_off(env: dict[str, str], pass_env: list[str] | None = None) -> dict[s
     """The kernel's environment: ``env`` with colour off, except a variable ``--pass-env`` brought in."""
     kept = {name for name in pass_env or [] if name in env and name in os.environ}
     return env | {k: v for k, v in NO_COLOR_ENV.items() if k not in kept}
-
-
-def make_undumpable() -> None:
-    """Make the host's /proc/<pid>/environ and memory unreadable to other processes of the same user."""
-    if sys.platform == "linux":
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 def bwrap_binary() -> str | None:

@@ -12,6 +12,8 @@ import contextlib
 import hashlib
 import json
 import shutil
+import socket
+import struct
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -37,6 +39,9 @@ def remove_run_dirs(marker: str) -> int:
         shutil.rmtree(path, ignore_errors=True)
     return len(found)
 MAX_REQUEST = 4 * 1024 * 1024
+# the caller's process id, set by a bridge made with ``peer=True`` from the socket's credentials (SO_PEERCRED),
+# never taken from the caller
+PEER = "peer_pid"
 
 
 class Refused(Exception):
@@ -44,8 +49,10 @@ class Refused(Exception):
 
 
 class Bridge:
-    def __init__(self, directory: Path | None = None) -> None:
-        """``directory``: an empty private directory for the socket (removed on close), else a new temp dir."""
+    def __init__(self, directory: Path | None = None, *, peer: bool = False) -> None:
+        """``directory``: an empty private directory for the socket (removed on close), else a new temp dir;
+        ``peer``: every request carries the calling process's id under ``PEER``."""
+        self.peer = peer
         self._dir = directory or Path(tempfile.mkdtemp(prefix="pci-"))  # short: unix sockets are capped at 108 bytes
         self.path = self._dir / "bridge.sock"
         self._handlers: dict[str, Handler] = {}
@@ -68,7 +75,7 @@ class Bridge:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             line = await reader.readline()
-            reply = await self._dispatch(line)
+            reply = await self._dispatch(line, _peer_pid(writer) if self.peer else None)
             writer.write(json.dumps(reply, default=str).encode() + b"\n")
             await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
@@ -76,14 +83,17 @@ class Bridge:
         finally:
             writer.close()
 
-    async def _dispatch(self, line: bytes) -> dict[str, Any]:
+    async def _dispatch(self, line: bytes, peer: int | None = None) -> dict[str, Any]:
         try:
             request = json.loads(line)
             op = request.pop("op")
+            request.pop(PEER, None)
         except (ValueError, KeyError, AttributeError, TypeError, RecursionError):
             return {"ok": False, "error": "malformed bridge request"}
         if not isinstance(op, str):
             return {"ok": False, "error": "malformed bridge request"}
+        if peer is not None:
+            request[PEER] = peer
         handler = self._handlers.get(op)
         if handler is None:
             return {"ok": False, "error": f"unknown operation {op!r}"}
@@ -94,6 +104,14 @@ class Bridge:
         except Exception as exc:  # noqa: BLE001 - a host bug must not hang the cell; the run ends with exit 70
             self.failures.append(exc)
             return {"ok": False, "error": f"internal error in prime-ci: {type(exc).__name__}: {exc}"}
+
+
+def _peer_pid(writer: asyncio.StreamWriter) -> int | None:
+    sock = writer.get_extra_info("socket")
+    if sock is None:
+        return None
+    pid, _uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return int(pid)
 
 
 async def request(path: str, op: str, **args: Any) -> Any:

@@ -132,7 +132,7 @@ def test_repository_values_that_fail_against_the_worktree_are_ignored(worktree: 
         assert needle in warning and "ignored" in warning, (needle, warning)
     # what is left loads without an error
     assert [g.name for g in load_gates(cfg, worktree)] == ["true", "unit"]
-    assert [s.command for s in load_setup(cfg, worktree)] == ["echo one"]
+    assert [s.command for s in load_setup(cfg, worktree, repository_setup=True, warn=warnings.append)] == ["echo one"]
 
 
 def test_operator_values_are_not_admitted_but_stay_errors(worktree: Worktree) -> None:
