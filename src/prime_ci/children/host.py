@@ -140,7 +140,7 @@ class Host:
 
         cwd = Path(self.spec["cwd"])
         await asyncio.to_thread(git, ["add", "-A"], cwd=cwd)
-        status = await asyncio.to_thread(git, ["status", "--porcelain"], cwd=cwd)
+        status = await asyncio.to_thread(git, ["status", "--porcelain", "--ignore-submodules=dirty"], cwd=cwd)
         if status.stdout.strip():
             msg = f"rlm child {self.spec['name']}: work in progress"
             await asyncio.to_thread(git, [*IDENTITY, "commit", "--quiet", "--no-verify", "-m", msg], cwd=cwd)
