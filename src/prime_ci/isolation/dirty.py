@@ -44,11 +44,12 @@ def user_excludes(repo: Path) -> str:
 
 def _status(repo: Path, untracked: str, pathspecs: Sequence[str] = (), *,
             excludes: str | None = None) -> list[tuple[str, bytes]]:
-    """``git status`` in REPO (submodules are not entered: their configuration is theirs), read-only."""
+    """``git status`` in REPO, on REPO's files (whatever its ``core.worktree`` says) and without entering
+    submodules (their configuration is theirs); read-only."""
     excludes = user_excludes(repo) if excludes is None else excludes
     proc = git(["-c", f"core.excludesFile={excludes}", "status", "--porcelain=v1", "-z",
                 f"--untracked-files={untracked}", "--no-renames", "--ignore-submodules=dirty", "--", ".", *pathspecs],
-               cwd=repo, check=False)
+               work_tree=repo, cwd=repo, check=False)
     if proc.returncode != 0:
         return []
     return [(item[:2].decode(), item[3:]) for item in proc.stdout.split(b"\0") if len(item) > 3]

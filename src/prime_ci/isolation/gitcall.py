@@ -5,11 +5,12 @@ kernel can write with ``--sandbox off``) can name programs git starts by itself:
 (``filter.<name>.*``), fsmonitor, hooks, signing programs, credential helpers, editors, pagers, transport
 commands. Every call therefore passes fixed overrides for the keys with fixed names (``HARDENING``) and, read
 from the configuration the call will see (``git config --list`` in the same place, which runs nothing), an
-override for every driver and remote the configuration names. The per-name overrides go through
-``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n`` because ``-c`` splits at the first ``=``, which a driver name may
-contain. Textconv and external diff drivers cannot be switched off by a value: every diff passes
-``--no-ext-diff --no-textconv``. Submodules are never entered (``--ignore-submodules=dirty`` on status and
-diff): their own configuration is not read here.
+override for every filter driver and signing program named there. Those go through ``GIT_CONFIG_COUNT``
+because ``-c`` splits at the first ``=``, which a driver name may contain. Keys whose first value wins cannot be
+overridden that way: ``core.gitProxy`` yields to ``GIT_PROXY_COMMAND``, a remote's ``uploadpack``/``receivepack``
+to the command-line option. Textconv and external diff drivers cannot be switched off by a value: every diff
+passes ``--no-ext-diff --no-textconv``. Submodules are never entered (``--ignore-submodules=dirty`` on status
+and diff): their own configuration is not read here.
 """
 
 from __future__ import annotations
@@ -48,11 +49,15 @@ HARDENING = (
 
 IDENTITY = ("-c", "user.name=prime-ci", "-c", "user.email=prime-ci@localhost", "-c", "commit.gpgsign=false")
 
+# remote.<name>.uploadpack/receivepack: the first value wins over a -c, so the option is given on the command line
+_TRANSPORT = {"push": "--receive-pack=git-receive-pack", "fetch": "--upload-pack=git-upload-pack",
+              "pull": "--upload-pack=git-upload-pack", "ls-remote": "--upload-pack=git-upload-pack",
+              "clone": "--upload-pack=git-upload-pack"}
+
 # keys under a name the configuration chooses, and the value that makes each run nothing of the repository's
-_NAMED = re.compile(r"^(filter|remote|gpg)\.(.+)\.([a-z0-9-]+)$", re.S)
+_NAMED = re.compile(r"^(filter|gpg)\.(.+)\.([a-z0-9-]+)$", re.S)
 _NEUTRAL = {
     "filter": (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false")),
-    "remote": (("uploadpack", "git-upload-pack"), ("receivepack", "git-receive-pack")),
     "gpg": (("program", "false"),),
 }
 
@@ -67,6 +72,7 @@ def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
         GIT_TERMINAL_PROMPT="0",
         GIT_PAGER="cat",
         GIT_OPTIONAL_LOCKS="0",
+        GIT_PROXY_COMMAND="",  # before core.gitProxy, whose first value wins over a -c
     )
     env.update(extra or {})
     return env
@@ -87,7 +93,7 @@ def git_reason(stderr: bytes) -> str:
 
 def neutral_overrides(names: Sequence[str]) -> list[tuple[str, str]]:
     """For config keys (as ``git config --list --name-only`` prints them), the (key, value) pairs that switch
-    off every filter driver, remote transport program and signing program they name."""
+    off every filter driver and signing program they name."""
     pairs: dict[str, str] = {}
     for key in names:
         if (m := _NAMED.match(key)) and m.group(1) in _NEUTRAL:
@@ -104,6 +110,16 @@ def config_env(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
     return env
 
 
+def _with_transport(args: Sequence[str]) -> list[str]:
+    """``args`` with the transport program pinned after the subcommand (global ``-c`` pairs may come first)."""
+    out, i = list(args), 0
+    while i < len(out) and out[i] == "-c":
+        i += 2
+    if i < len(out) and out[i] in _TRANSPORT:
+        out.insert(i + 1, _TRANSPORT[out[i]])
+    return out
+
+
 def git(
     args: Sequence[str],
     *,
@@ -116,6 +132,7 @@ def git(
 ) -> subprocess.CompletedProcess[bytes]:
     """Run one hardened git command and return the completed process (bytes). The configuration the command
     will read is listed first, in the same place; when it cannot be read, the command is not run."""
+    args = _with_transport(args)
     base = ["git", *HARDENING]
     if git_dir is not None:
         base.append(f"--git-dir={git_dir}")

@@ -87,3 +87,19 @@ def test_names_that_are_not_utf8_are_snapshotted_as_they_are(tmp_path: Path) -> 
         assert not (wt.path / "ignored.log").exists()
     finally:
         wt.remove()
+
+
+def test_the_dirty_check_reads_repos_own_files_whatever_core_worktree_says(tmp_path: Path) -> None:
+    """The snapshot is taken from REPO's directory, so the list it is built from must be too."""
+    repo = make_repo(tmp_path / "repo", BUGGY)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "host-file.txt").write_text("not REPO's\n")
+    subprocess.run(["git", "config", "core.worktree", str(elsewhere)], cwd=repo, check=True)
+    (repo / "new.txt").write_text("new\n")
+    assert dirty_paths(repo) == ["new.txt"]
+    wt = create_worktree(str(repo), None, include_dirty=True)
+    try:
+        assert (wt.path / "new.txt").is_file() and not (wt.path / "host-file.txt").exists()
+    finally:
+        wt.remove()

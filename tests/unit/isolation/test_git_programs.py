@@ -13,6 +13,7 @@ import pytest
 from conftest import make_repo
 from prime_ci.errors import ConfigError
 from prime_ci.gates.fingerprint import workspace_fingerprint
+from prime_ci.harness.branch import branch_tip, commit_state, push
 from prime_ci.isolation.dirty import dirty_paths
 from prime_ci.isolation.gitcall import git
 from prime_ci.isolation.worktree import create_worktree
@@ -120,6 +121,32 @@ def test_a_commit_in_a_repository_asking_for_signing_and_hooks_runs_neither(tmp_
                 "GIT_COMMITTER_EMAIL": "t@t"}
     git(["commit", "-qam", "change"], cwd=repo, env=identity)
     assert not list(marks.iterdir()), "the host ran REPO's signing program or hook"
+
+
+def test_the_harness_push_from_repo_runs_neither_its_receive_pack_nor_its_proxy(tmp_path: Path) -> None:
+    """A remote's ``receivepack``/``uploadpack`` and ``core.gitProxy``: the first value wins over a ``-c``."""
+    marks = tmp_path / "ran"
+    marks.mkdir()
+    script = tmp_path / "evil.sh"
+    script.write_text(f'#!/bin/sh\ntouch "{marks}/$1"\nexit 1\n')
+    script.chmod(0o755)
+    repo = make_repo(tmp_path / "repo", {"calc.py": "x = 1\n"})
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    for key, value in {"remote.origin.url": str(remote), "remote.origin.receivepack": f"{script} receivepack",
+                       "remote.origin.uploadpack": f"{script} uploadpack",
+                       "core.gitProxy": str(script)}.items():
+        subprocess.run(["git", "config", key, value], cwd=repo, check=True)
+    state = tmp_path / "state"
+    (state / "memories").mkdir(parents=True)
+    (state / "memories" / "a.md").write_text("a\n")
+    commit = commit_state(repo, "prime-ci/harness", state, {}, "state")
+    push(repo, "prime-ci/harness")
+    assert branch_tip(remote, "prime-ci/harness") == commit
+    git(["fetch", "--quiet", "origin", "prime-ci/harness"], cwd=repo)
+    proxied = git(["ls-remote", "git://127.0.0.1:1/x"], cwd=repo, check=False)  # loopback, nothing listens
+    assert proxied.returncode != 0 and b"refused" in proxied.stderr.lower(), proxied.stderr
+    assert not list(marks.iterdir()), "the host ran a transport program REPO's config names"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hand the repository to another user")
