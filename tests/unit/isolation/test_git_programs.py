@@ -4,6 +4,7 @@ hooks)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 from pathlib import Path
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import make_repo
+from prime_ci.children.family import Family
+from prime_ci.children.host import Host
 from prime_ci.errors import ConfigError
 from prime_ci.gates.fingerprint import workspace_fingerprint
 from prime_ci.harness.branch import branch_tip, commit_state, push
@@ -162,3 +165,27 @@ def test_a_repository_owned_by_another_user_runs_none_of_its_drivers(tmp_path: P
     with pytest.raises(ConfigError, match="dubious ownership"):
         create_worktree(str(repo), None, include_dirty=True)
     assert not list(marks.iterdir()), "root ran a program another user's repository names"
+
+
+def test_a_childs_commit_goes_to_its_branch_whatever_its_dot_git_file_says(tmp_path: Path) -> None:
+    """The child host commits an isolated child's work through the git dir the family made, never through the
+    checkout's ``.git`` file, which the child can point at a git dir (and config) of its own."""
+    script, marks = driver(tmp_path)
+    repo = make_repo(tmp_path / "repo", {"calc.py": "x = 1\n"})
+    wt = create_worktree(str(repo), None)
+    try:
+        family = Family.__new__(Family)
+        family.worktree = wt
+        path, branch, git_dir = family._isolated_worktree("left", "c1")
+        planted = make_repo(tmp_path / "planted", {".gitattributes": "* filter=x\n", "calc.py": "x = 1\n"})
+        subprocess.run(["git", "config", "filter.x.clean", f"{script} planted"], cwd=planted, check=True)
+        (path / ".git").write_text(f"gitdir: {planted / '.git'}\n")
+        (path / "calc.py").write_text("x = 2\n")
+        host = Host.__new__(Host)
+        host.spec = {"branch": branch, "cwd": str(path), "git_dir": str(git_dir), "name": "left"}
+        asyncio.run(host.commit_branch())
+        shown = git(["show", f"{branch}:calc.py"], git_dir=wt.git_dir).stdout
+        assert shown == b"x = 2\n", "the child's work did not reach its branch"
+    finally:
+        wt.remove()
+    assert not list(marks.iterdir()), "the child host used the git dir the child planted"
