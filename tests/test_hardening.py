@@ -86,6 +86,32 @@ def test_a_filter_driver_planted_in_the_clones_config_never_runs_on_the_host(tmp
     assert "return a + b" in (run.out / "patch.diff").read_text()
 
 
+def test_a_filter_driver_in_repos_own_config_never_runs_on_the_host(tmp_path: Path) -> None:
+    """Issue 24 item 1, by path as a user runs it: REPO's .git/config names a process filter and a clean filter
+    (one under a name with ``=``), its .gitattributes uses them, and files need hashing again; the dirty check,
+    the --include-dirty snapshot and the patch run none of them."""
+    marks = tmp_path / "ran"
+    marks.mkdir()
+    script = tmp_path / "evil.sh"
+    script.write_text(f'#!/bin/sh\ntouch "{marks}/$1"\ncat\n')
+    script.chmod(0o755)
+    repo = make_repo(tmp_path / "repo", {**BUGGY, ".gitattributes": "*.py filter=evil\n*.md filter=a=b\n",
+                                         "README.md": "r\n"})
+    for key, value in {"filter.evil.process": f"{script} process", "filter.evil.clean": f"{script} clean",
+                       "filter.a=b.clean": f"{script} equals"}.items():
+        subprocess.run(["git", "config", key, value], cwd=repo, check=True)
+    for path in (repo / "test_calc.py", repo / "README.md"):
+        os.utime(path, (978307200, 978307200))
+    (repo / "notes.txt").write_text("uncommitted\n")
+    cell = "import pathlib\npathlib.Path('calc.py').write_text('def add(a, b):\\n    return a + b\\n')\n"
+    with ScriptedServer([ipython(cell), reply("done")]) as srv:
+        run = run_prime(tmp_path, repo, srv, "--sandbox", "off", "--include-dirty", "--gate",
+                        "python -c 'import calc; assert calc.add(2, 3) == 5'")
+    assert run.code == 0, run.proc.stderr
+    assert sorted(p.name for p in marks.iterdir()) == [], "the host ran a filter REPO's config names"
+    assert "return a + b" in (run.out / "patch.diff").read_text() and run.result["dirty"] == ["notes.txt"]
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the repository to another user")
 def test_a_repository_owned_by_another_user_keeps_gits_reason_whole(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", BUGGY)

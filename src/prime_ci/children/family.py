@@ -131,11 +131,11 @@ class Family:
             member.spawned_from = self.agent.last_assistant if self.agent is not None else None
         else:  # set by the parent's host, not its kernel
             member.spawned_from = str(request.get("parent_entry") or "") or None
-        cwd = self.worktree.path
+        cwd, git_dir = self.worktree.path, None
         if request.get("worktree") == "isolated":
             async with self._git_lock:  # concurrent `git worktree add` in one git dir race for its locks
                 try:
-                    cwd, member.branch = await asyncio.to_thread(self._isolated_worktree, name, child_id)
+                    cwd, member.branch, git_dir = await asyncio.to_thread(self._isolated_worktree, name, child_id)
                 except GitError as exc:
                     raise Refused(f"rlm worktree for {name!r}: {exc}") from None
         parent_session = self.root_log.path if parent.id == "root" else parent.session_dir / "session.jsonl"
@@ -145,6 +145,7 @@ class Family:
                 "session_cwd": self.session_cwd or str(self.worktree.path),
                 "from": {"sessionId": parent.session_id, "sessionName": parent.name, "activeSessionId": parent.id},
                 "cell_timeout": self.cell_timeout, "branch": member.branch,
+                "git_dir": str(git_dir) if git_dir else None,
                 "scratch": str(self.worktree.root / "child-runs" / child_id),
                 "sandbox": self.sandbox.to_json() if self.sandbox else None, "role": role[0] if role else None,
                 "limits": self.limits.to_json()}
@@ -182,12 +183,17 @@ class Family:
                 raise Refused(f"rlm model {name!r}: {exc}") from None
         return self.models[str(name)]
 
-    def _isolated_worktree(self, name: str, child_id: str) -> tuple[Path, str]:
+    def _isolated_worktree(self, name: str, child_id: str) -> tuple[Path, str, Path]:
+        """The child's checkout, its branch and its git dir (which the child host names explicitly: the
+        checkout's ``.git`` file is the child's to rewrite)."""
         branch = f"rlm/{name}"
         path = self.worktree.root / "children" / child_id
         base = self.worktree.git(["rev-parse", "HEAD"]).stdout.decode().strip()
         self.worktree.git(["worktree", "add", "--quiet", "-b", branch, str(path), base])
-        return path, branch
+        git_dir = self.worktree.git_dir / "worktrees" / path.name
+        if not (git_dir / "HEAD").is_file():
+            raise GitError(f"git worktree add made no {git_dir}")
+        return path, branch, git_dir
 
     async def _monitor(self, member: Member) -> None:
         assert member.proc is not None

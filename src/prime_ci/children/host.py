@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -139,11 +140,16 @@ class Host:
         from prime_ci.isolation.worktree import IDENTITY, git
 
         cwd = Path(self.spec["cwd"])
-        await asyncio.to_thread(git, ["add", "-A"], cwd=cwd)
-        status = await asyncio.to_thread(git, ["status", "--porcelain"], cwd=cwd)
+        git_dir = Path(self.spec["git_dir"])
+
+        def run(args: list[str]) -> subprocess.CompletedProcess[bytes]:
+            return git(args, git_dir=git_dir, work_tree=cwd, cwd=cwd)
+
+        await asyncio.to_thread(run, ["add", "-A"])
+        status = await asyncio.to_thread(run, ["status", "--porcelain", "--ignore-submodules=dirty"])
         if status.stdout.strip():
             msg = f"rlm child {self.spec['name']}: work in progress"
-            await asyncio.to_thread(git, [*IDENTITY, "commit", "--quiet", "--no-verify", "-m", msg], cwd=cwd)
+            await asyncio.to_thread(run, [*IDENTITY, "commit", "--quiet", "--no-verify", "-m", msg])
 
     async def run(self) -> int:
         spec = self.spec

@@ -75,8 +75,10 @@ def workspace_fingerprint(wt: Worktree, exclude: list[str]) -> str:
     specs = _pathspecs(wt, exclude)
     digest = hashlib.sha256()
     head = wt.git(["rev-parse", "--verify", "--quiet", "HEAD"], check=False).stdout
-    status = wt.git(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", *specs]).stdout
-    diff = wt.git(["diff", "--binary", "--no-ext-diff", "--no-textconv", "HEAD", *specs]).stdout
+    status = wt.git(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames",
+                     "--ignore-submodules=dirty", *specs]).stdout
+    diff = wt.git(["diff", "--binary", "--no-ext-diff", "--no-textconv", "--ignore-submodules=dirty", "HEAD",
+                   *specs]).stdout
     for label, blob in ((b"head", head), (b"status", status), (b"diff", diff)):
         digest.update(b"%s\0%d\0" % (label, len(blob)) + blob)
     untracked = sorted(entry[3:] for entry in status.split(b"\0") if entry.startswith(b"?? "))

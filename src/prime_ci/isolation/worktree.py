@@ -1,9 +1,8 @@
-"""Disposable worktrees, hardened git calls, diffs.
+"""Disposable worktrees, REPO's uncommitted changes, diffs.
 
 The worktree is hostile input: the model (or the PR under review) controls its files. Every git call the
-host makes therefore runs with an explicit ``--git-dir`` that lives outside the worktree (so a planted
-``.git`` file or config inside it is never consulted), with hooks, fsmonitor, external diff/textconv and the
-``ext::`` transport disabled, and without the user's global or system configuration.
+host makes goes through ``gitcall.git`` (no program the repository names runs) with an explicit ``--git-dir``
+that lives outside the worktree (so a planted ``.git`` file or config inside it is never consulted).
 """
 
 from __future__ import annotations
@@ -19,99 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from prime_ci.errors import ConfigError
-
-HARDENING = (
-    "-c", "core.fsmonitor=false",
-    "-c", "core.hooksPath=/dev/null",
-    "-c", "protocol.ext.allow=never",
-    "-c", "core.sshCommand=false",
-    "-c", "diff.external=",
-    "-c", "core.pager=cat",
-    "-c", "credential.helper=",
-    "-c", "safe.directory=*",
-)
-
-# Environments and build trees (by directory name, anywhere; a directory with one of ENV_MARKERS is an
-# environment whatever its name): never REPO's uncommitted changes, never in an --include-dirty snapshot
-BUILD_TREES = ("node_modules", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox",
-               ".nox", ".venv", ".eggs", "*.egg-info", "build", "dist", ".cache", ".next", ".nuxt", ".turbo",
-               ".parcel-cache", ".gradle", "htmlcov", ".pnpm-store")
-ENV_MARKERS = ("pyvenv.cfg", "conda-meta")
-DIRTY_SHOWN = 50  # REPO's dirty paths kept in result.json (with the total)
-
-IDENTITY = ("-c", "user.name=prime-ci", "-c", "user.email=prime-ci@localhost", "-c", "commit.gpgsign=false")
-
-
-def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "GIT_ASKPASS", "SSH_AUTH_SOCK")
-    env = {k: v for k, v in os.environ.items() if k in keep}
-    env.update(
-        GIT_CONFIG_NOSYSTEM="1",
-        GIT_CONFIG_GLOBAL="/dev/null",
-        GIT_TERMINAL_PROMPT="0",
-        GIT_PAGER="cat",
-        GIT_OPTIONAL_LOCKS="0",
-    )
-    env.update(extra or {})
-    return env
-
-
-class GitError(RuntimeError):
-    pass
-
-
-def git_reason(stderr: bytes) -> str:
-    """git's own reason, whole: its ``fatal:``/``error:`` lines first (the advice after them, such as the
-    safe.directory hint for a repository owned by another user, is kept after them)."""
-    lines = [line.strip() for line in stderr.decode(errors="replace").splitlines() if line.strip()]
-    first = [line for line in lines if line.startswith(("fatal:", "error:"))]
-    rest = [line for line in lines if line not in first and not line.startswith("hint:")]
-    return " ".join([*first, *rest])[:600]
-
-
-_DRIVER = re.compile(r"^filter\.(.+)\.(clean|smudge|process)$", re.I)
-
-
-def neutral_drivers(git_dir: Path) -> list[str]:
-    """``-c`` overrides that switch off every filter driver the clone's config defines: the kernel can write that
-    config (it is shared by the worktree), and ``add``/``status`` would run a planted ``clean`` command on the
-    host."""
-    proc = subprocess.run(["git", *HARDENING, f"--git-dir={git_dir}", "config", "--list", "--name-only", "-z"],
-                          env=git_env(), capture_output=True, check=False, timeout=60)
-    names = {m.group(1) for key in proc.stdout.decode(errors="replace").split("\0")
-             if (m := _DRIVER.match(key.strip()))}
-    return [arg for name in sorted(names) for arg in ("-c", f"filter.{name}.clean=", "-c", f"filter.{name}.smudge=",
-                                                      "-c", f"filter.{name}.process=", "-c",
-                                                      f"filter.{name}.required=false")]
-
-
-def git(
-    args: Sequence[str],
-    *,
-    git_dir: Path | None = None,
-    work_tree: Path | None = None,
-    cwd: Path | None = None,
-    env: dict[str, str] | None = None,
-    input: bytes | None = None,
-    check: bool = True,
-) -> subprocess.CompletedProcess[bytes]:
-    """Run one hardened git command and return the completed process (bytes)."""
-    cmd = ["git", *HARDENING]
-    if git_dir is not None:
-        cmd.append(f"--git-dir={git_dir}")
-    if work_tree is not None:
-        cmd.append(f"--work-tree={work_tree}")
-    cmd.extend(args)
-    proc = subprocess.run(
-        cmd, cwd=cwd, env=git_env(env), input=input, capture_output=True, check=False, timeout=600
-    )
-    if check and proc.returncode != 0:
-        raise GitError(f"git {' '.join(args)} failed: {git_reason(proc.stderr) or proc.returncode}")
-    return proc
-
-
-def git_text(args: Sequence[str], **kw: object) -> str:
-    return git(args, **kw).stdout.decode(errors="replace").strip()  # type: ignore[arg-type]
+from prime_ci.isolation.dirty import DIRTY_SHOWN as DIRTY_SHOWN
+from prime_ci.isolation.dirty import dirty_paths as dirty_paths
+from prime_ci.isolation.dirty import snapshot
+from prime_ci.isolation.gitcall import IDENTITY as IDENTITY
+from prime_ci.isolation.gitcall import GitError as GitError
+from prime_ci.isolation.gitcall import git as git
+from prime_ci.isolation.gitcall import git_text as git_text
 
 
 @dataclass
@@ -128,8 +41,7 @@ class Worktree:
     snapshot_of: str | None = None  # with --include-dirty: the commit the snapshot was taken on
 
     def git(self, args: Sequence[str], **kw: object) -> subprocess.CompletedProcess[bytes]:
-        return git([*neutral_drivers(self.git_dir), *args], git_dir=self.git_dir, work_tree=self.path, cwd=self.path,
-                   **kw)  # type: ignore[arg-type]
+        return git(args, git_dir=self.git_dir, work_tree=self.path, cwd=self.path, **kw)  # type: ignore[arg-type]
 
     def _temp_index(self) -> dict[str, str]:
         """A throwaway index holding base + every worktree change (the real index is left alone)."""
@@ -149,9 +61,11 @@ class Worktree:
         both from one snapshot of the worktree."""
         env = self._temp_index()
         patch = self.git(
-            ["diff", "--cached", "--binary", "--no-ext-diff", "--no-textconv", self.base_commit], env=env
+            ["diff", "--cached", "--binary", "--no-ext-diff", "--no-textconv", "--ignore-submodules=dirty",
+             self.base_commit], env=env
         ).stdout.decode(errors="replace")
-        names = self.git(["diff", "--cached", "--name-only", "-z", "--no-renames", self.base_commit], env=env)
+        names = self.git(["diff", "--cached", "--name-only", "-z", "--no-renames", "--no-ext-diff", "--no-textconv",
+                          "--ignore-submodules=dirty", self.base_commit], env=env)
         return patch, [name for name in names.stdout.decode(errors="replace").split("\0") if name]
 
     def ignore(self, paths: list[str]) -> None:
@@ -164,7 +78,8 @@ class Worktree:
 
     def untracked(self) -> list[str]:
         """Untracked, not ignored paths (a new directory as one entry)."""
-        out = self.git(["status", "--porcelain=v1", "-z", "--untracked-files=normal", "--no-renames"]).stdout
+        out = self.git(["status", "--porcelain=v1", "-z", "--untracked-files=normal", "--no-renames",
+                        "--ignore-submodules=dirty"]).stdout
         return [e[3:].decode(errors="surrogateescape") for e in out.split(b"\0") if e.startswith(b"?? ")]
 
     def remove(self) -> None:
@@ -241,7 +156,7 @@ def create_worktree(repo: str, ref: str | None, *, parent: Path | None = None, i
         dirty = dirty_paths(Path(source)) if ref is None and not is_url(source) else []
         snapshot_of = None
         if include_dirty and dirty:
-            snapshot_of, base = base, _snapshot(git_dir, Path(source), base, root / "dirty.index")
+            snapshot_of, base = base, snapshot(git_dir, Path(source), base, root / "dirty.index")
         git(["checkout", "--quiet", "--detach", base], git_dir=git_dir, work_tree=path, cwd=path)
     except GitError as exc:
         shutil.rmtree(root, ignore_errors=True)
@@ -264,48 +179,6 @@ def commit_directory(src: Path, dest: Path, message: str, *, env: dict[str, str]
     git(["add", "-A"], cwd=dest)
     git([*IDENTITY, "commit", "--quiet", "-m", message], cwd=dest, env=env)
     return git_text(["rev-parse", "HEAD"], cwd=dest)
-
-
-def _status(repo: Path, untracked: str, pathspecs: Sequence[str] = ()) -> list[tuple[str, str]]:
-    proc = git(["status", "--porcelain=v1", "-z", f"--untracked-files={untracked}", "--no-renames", "--", ".",
-                *pathspecs], cwd=repo, check=False)
-    if proc.returncode != 0:
-        return []
-    return [(item[:2].decode(), item[3:].decode(errors="replace")) for item in proc.stdout.split(b"\0")
-            if len(item) > 3]
-
-
-def build_tree_excludes(repo: Path) -> list[str]:
-    """Pathspecs leaving out REPO's untracked environments and build trees (``BUILD_TREES`` anywhere, and every
-    untracked directory holding a ``pyvenv.cfg`` or ``conda-meta``): what a project does not commit whether or
-    not it ignores it, so never its uncommitted changes."""
-    envs = [name for code, name in _status(repo, "normal") if code == "??" and name.endswith("/")
-            and any((repo / name / marker).exists() for marker in ENV_MARKERS)]
-    return ([f":(exclude,literal){name.rstrip('/')}" for name in envs]
-            + [f":(exclude,glob)**/{tree}/**" for tree in BUILD_TREES])
-
-
-def dirty_paths(repo: Path) -> list[str]:
-    """REPO's uncommitted and untracked (not ignored) paths, without its untracked environments and build trees;
-    read-only (no index refresh is written)."""
-    tracked = [name for code, name in _status(repo, "no")]
-    return tracked + [name for code, name in _status(repo, "all", build_tree_excludes(repo)) if code == "??"]
-
-
-def _snapshot(git_dir: Path, repo: Path, base: str, index: Path) -> str:
-    """A commit on ``base`` holding REPO's working tree (ignored files left out), written into the clone only."""
-    env = {"GIT_INDEX_FILE": str(index)}
-    exclude = repo / ".git" / "info" / "exclude"
-    extra = ["-c", f"core.excludesFile={exclude}"] if exclude.is_file() else []
-    git(["read-tree", base], git_dir=git_dir, env=env)
-    git([*extra, "add", "-u", "--", "."], git_dir=git_dir, work_tree=repo, cwd=repo, env=env)
-    git([*extra, "add", "-A", "--", ".", *build_tree_excludes(repo)], git_dir=git_dir, work_tree=repo, cwd=repo,
-        env=env)
-    tree = git_text(["write-tree"], git_dir=git_dir, env=env)
-    message = f"prime-ci: snapshot of the uncommitted changes in {repo} (--include-dirty)"
-    commit = git_text([*IDENTITY, "commit-tree", tree, "-p", base, "-m", message], git_dir=git_dir)
-    index.unlink(missing_ok=True)
-    return commit
 
 
 def resolve_ref(git_dir: Path, ref: str) -> str:
