@@ -113,6 +113,19 @@ def rebuild(session: SessionFile) -> ResumeState:
     return state
 
 
+def last_assistant(entries: list[dict[str, Any]]) -> tuple[str, dict[str, Any]] | None:
+    """The latest assistant entry and its usage as Prime Agent reads it (its last attribution's aggregate)."""
+    found = next((e for e in reversed(entries) if e.get("type") == "message"
+                  and e["message"].get("role") == "assistant" and isinstance(e.get("id"), str)), None)
+    if found is None:
+        return None
+    usage = found["message"].get("usage") or {}
+    for e in entries:
+        if e.get("type") == "child_usage_attributed" and e.get("targetId") == found["id"]:
+            usage = e.get("aggregateUsage") or usage
+    return found["id"], usage
+
+
 def _count(state: ResumeState, custom_type: Any, data: dict[str, Any]) -> None:
     if custom_type == "prime_ci.usage":
         state.usage = data

@@ -24,7 +24,7 @@ from prime_ci.engine.compact import Compactor
 from prime_ci.engine.environment import environment_section, gate_vars, project_vars, run_setup
 from prime_ci.engine.prepare import Prepared
 from prime_ci.engine.prompt import base_prompt
-from prime_ci.engine.resume import ResumeState
+from prime_ci.engine.resume import ResumeState, last_assistant
 from prime_ci.engine.setup import SetupOutcome, failure_detail
 from prime_ci.engine.stops import SIGTERM_EXIT, Stop, StopReason
 from prime_ci.errors import KernelLost, ModelError, PersistenceError
@@ -224,7 +224,7 @@ class Run:
             if self.judge.passed():
                 stop = Stop(StopReason.COMPLETED, f"gates passed at the end ({stop.reason.value} reached)")
         if cfg.refine and self.budget.wall_left() > 5:
-            await self.prep.harness.refine(self.prep.model, self.budget, self.log, None, self.say)
+            await self.prep.harness.refine(self.prep.model, self.budget, self.log, None, self.say, agent.fold)
         return stop
 
     async def _setup(self) -> Stop | None:
@@ -253,6 +253,8 @@ class Run:
                 agent.answer_unanswered(message["tool_call_id"], message["content"])
             else:
                 agent.conversation.add(message, eid)
+        if (last := last_assistant(state.session.entries)) is not None:
+            agent.adopt(*last)
         self.judge.rounds, self.judge.failed_rounds = state.gate_rounds, state.failed_rounds
         if isinstance(self.prep.model, ReplayModel):
             self.prep.model.position = state.replayed_replies
@@ -279,7 +281,9 @@ class Run:
         harness = self.prep.harness
         if harness.refine_requested:
             harness.refine_requested = False
-            await harness.refine(self.prep.model, self.budget, self.log, harness.refine_instructions, self.say)
+            assert self.agent is not None
+            await harness.refine(self.prep.model, self.budget, self.log, harness.refine_instructions, self.say,
+                                 self.agent.fold)
         outcome = await self.judge()
         if self.judge.skipped:
             self.say(f"gates skipped: unchanged since round {self.judge.rounds} (still failing)")
