@@ -23,6 +23,8 @@ from prime_ci.isolation import limits
 @click.option("--task", help="The instruction.")
 @click.option("--task-file", type=click.Path(path_type=Path), help="Read the instruction from a file.")
 @click.option("--untrusted-file", type=click.Path(path_type=Path), help="PR/issue text, fenced as data.")
+@click.option("--from-session", type=click.Path(path_type=Path), help="Continue the conversation of this Prime Agent "
+              "(or prime-ci) session file: its active branch, after its last compaction (--task then optional).")
 @click.option("--model", envvar="PRIME_CI_MODEL", help="litellm model id, or replay:SESSION.jsonl.")
 @click.option("--api-base", envvar="PRIME_CI_API_BASE", help="Provider base URL.")
 @click.option("--gate", multiple=True, help="Shell command that must exit 0 (repeatable).")

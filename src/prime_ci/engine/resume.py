@@ -69,7 +69,7 @@ def _logged_arguments(args: Any) -> str:
     return json.dumps(args)
 
 
-def _context_message(entry: dict[str, Any]) -> dict[str, Any] | None:
+def context_message(entry: dict[str, Any]) -> dict[str, Any] | None:
     """What an entry contributes to the model's context: messages and host messages; bookkeeping nothing."""
     kind = entry.get("type")
     if kind == "message":
@@ -96,7 +96,7 @@ def rebuild(session: SessionFile) -> ResumeState:
         first = compaction.get("firstKeptEntryId")
         start = next((i for i, e in enumerate(path[:at]) if e.get("id") == first), at)
         tail = path[start:at] + path[at + 1:]
-    kept = head + [(m, e["id"]) for e in tail if (m := _context_message(e)) is not None]
+    kept = head + [(m, e["id"]) for e in tail if (m := context_message(e)) is not None]
     messages = [m for m, _ in kept]
     ids: list[str | None] = [i for _, i in kept]
     for entry in path:
