@@ -237,13 +237,17 @@ def test_children_attribute_usage_to_the_spawning_assistant_entry_and_export_to_
         check_usage(entries[1:])
     kid_calls = sum(1 for r in server.chat_requests if contains("child task")(r.body))
     gk_calls = sum(1 for r in server.chat_requests if contains("grand task")(r.body))
-    check_attributions(root, kid_calls, "kid")
+    check_attributions(root, kid_calls + gk_calls, "kid")  # the grandchild's spend reaches the root too
     check_attributions(kid, gk_calls, "gk")
+    assert sum(e.get("descendantName") == "gk" for e in root) == gk_calls
 
-    # agent messages carry Prime Agent's details: the text, and endpoints naming sessions by their header ids
-    spawn = next(e for e in kid if e["type"] == "custom_message")
-    assert spawn["details"]["id"].startswith("spawn:") and spawn["details"]["message"] == "child task"
-    assert spawn["details"]["from"]["sessionId"] == root[0]["id"] and spawn["details"]["fromRelationship"] == "parent"
+    # the task is the child's first user message; where it came from is Prime Agent's agent-message details
+    task = next(e for e in kid if e["type"] in ("message", "custom_message"))
+    assert task["type"] == "message" and task["message"]["role"] == "user"
+    assert _text(task["message"]["content"]) == "[task from parent]\n\nchild task"
+    spawn = next(e["data"] for e in kid if e.get("customType") == "prime_ci.task")
+    assert spawn["id"].startswith("spawn:") and spawn["message"] == "child task"
+    assert spawn["from"]["sessionId"] == root[0]["id"] and spawn["fromRelationship"] == "parent"
     reply_to_root = next(e for e in root if e.get("customType") == "agent_message")["details"]
     assert reply_to_root["message"] == "kid done" and reply_to_root["fromRelationship"] == "child"
     assert reply_to_root["from"] == {"sessionId": kid[0]["id"], "sessionName": "kid",
@@ -260,7 +264,9 @@ def test_children_attribute_usage_to_the_spawning_assistant_entry_and_export_to_
     kid_dirs = list((dest / "session-artifacts" / rid).glob("sub-????????"))
     assert len(kid_dirs) == 1 and (kid_dirs[0] / f"{kid[0]['id']}.jsonl").is_file()
     gk_file = next(kid_dirs[0].glob(f"sub-????????/{gk[0]['id']}.jsonl"))
-    assert gk_file.read_bytes() == (run.out / "children" / "gk" / "session.jsonl").read_bytes()
+    gk_source = (run.out / "children" / "gk" / "session.jsonl").read_bytes()  # all but the header, byte for byte
+    assert gk_file.read_bytes().partition(b"\n")[2] == gk_source.partition(b"\n")[2]
+    assert read_session(gk_file, strict=True).header["parentSession"] == str(kid_dirs[0] / f"{kid[0]['id']}.jsonl")
 
 
 def check_attributions(entries: Entries, calls: int, child: str) -> None:

@@ -3,18 +3,40 @@
 prime-ci writes the root session to ``OUT_DIR/session.jsonl`` and every sub-agent's, whatever its depth, to
 ``OUT_DIR/children/<name>/session.jsonl``. Prime Agent finds a session at ``sessions/<session id>.jsonl`` and its
 sub-agents in its artifacts directory, ``session-artifacts/<session id>/sub-<8 hex>/``, one ``*.jsonl`` there
-and each grandchild's directory nested inside its parent's. The files are copied byte for byte (the child ids
-are already ``sub-<8 hex>``); the parent-child links come from the root's ``prime_ci.child`` records.
+and each grandchild's directory nested inside its parent's. Its sub-agent list comes from each parent's
+registry, ``rlm-subagents.jsonl`` in the parent's artifact directory (``session-artifacts/<parent id>/`` beside
+the directory holding the parent's file), one ``rlm_subagent`` record per child naming its session file.
+
+The root is copied byte for byte (the child ids are already ``sub-<8 hex>``); a child's header is rewritten
+only to point ``parentSession`` at its parent's exported file (its ``crc32`` recomputed when it has one). The
+parent-child links come from the root's ``prime_ci.child`` records; every path written is absolute, as Prime
+Agent writes them.
 """
 
 from __future__ import annotations
 
-import shutil
+import json
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+from prime_ci.artifacts import durable
 from prime_ci.children.family import NAME
 from prime_ci.errors import ConfigError
-from prime_ci.session.log import read_session
+from prime_ci.session.crc import record_text, signed_line
+from prime_ci.session.log import SessionFile, read_session
+from prime_ci.session.read import parts_text
+
+REGISTRY = "rlm-subagents.jsonl"
+TASK_PREFIX = "[task from parent]\n\n"
+
+
+@dataclass
+class _Exported:
+    session_id: str
+    file: Path  # where it is written under DEST
+    dir: Path  # the directory its own sub-agents' directories go in
 
 
 def export_prime_agent(out: Path, dest: Path) -> list[Path]:
@@ -23,6 +45,7 @@ def export_prime_agent(out: Path, dest: Path) -> list[Path]:
     Every id that becomes a file or directory name is checked before anything is written: ids are data from
     the session files, and one that is not a plain name (``../x``, an absolute path) is refused.
     """
+    dest = dest.resolve()
     root_path = out / "session.jsonl"
     if not root_path.is_file():
         raise ConfigError(f"export: {root_path} not found")
@@ -30,24 +53,76 @@ def export_prime_agent(out: Path, dest: Path) -> list[Path]:
     if not root.header.get("id"):
         raise ConfigError(f"export: {root_path} has no session header")
     root_id = _plain(root.header["id"], "session id", root_path)
-    copies = [(root_path, dest / "sessions" / f"{root_id}.jsonl")]
-    dirs = {"root": dest / "session-artifacts" / root_id}
+    artifacts = dest / "session-artifacts" / root_id
+    exported = {"root": _Exported(root_id, dest / "sessions" / f"{root_id}.jsonl", artifacts)}
+    writes: list[tuple[Path, bytes]] = [(exported["root"].file, root_path.read_bytes())]
+    registries: dict[Path, list[dict[str, Any]]] = {}
     for entry in root.entries:  # spawn order: a parent is always spawned before its children
         data = entry.get("data") if entry.get("customType") == "prime_ci.child" else None
         if not isinstance(data, dict) or data.get("event") != "spawned":
             continue
-        parent_dir = dirs.get(str(data.get("parent")))
+        parent = exported.get(str(data.get("parent")))
         rlm_id = _plain(data.get("rlm_child_id"), "rlm_child_id", root_path)
         name = _plain(Path(str(data.get("session_dir", ""))).name, "child session directory", root_path)
         source = out / "children" / name / "session.jsonl"
-        if parent_dir is None or not source.is_file():
-            continue  # a child that never started writes no session
-        child_id = _plain(read_session(source).header.get("id") or rlm_id, "session id", source)
-        dirs[rlm_id] = parent_dir / rlm_id
-        copies.append((source, dirs[rlm_id] / f"{child_id}.jsonl"))
-    copies = list(dict.fromkeys(copies))  # a child logged twice is copied once
-    _check_layout([target for _, target in copies], root_path)
-    return [_copy(source, target) for source, target in copies]
+        if parent is None or not source.is_file() or rlm_id in exported:
+            continue  # a child that never started writes no session; one logged twice is exported once
+        child = read_session(source)
+        child_id = _plain(child.header.get("id") or rlm_id, "session id", source)
+        mine = exported[rlm_id] = _Exported(child_id, parent.dir / rlm_id / f"{child_id}.jsonl", parent.dir / rlm_id)
+        writes.append((mine.file, _reparented(source.read_bytes(), str(parent.file))))
+        registry = parent.file.parent.parent / "session-artifacts" / parent.session_id / REGISTRY
+        registries.setdefault(registry, []).append(_record(data, entry, child, mine, parent))
+    _check_layout([path for path, _ in writes] + list(registries), root_path)
+    for path, data in writes:
+        durable.write(path, data, redacted=True)
+    for path, records in registries.items():
+        durable.write(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), redacted=True)
+    return [path for path, _ in writes]
+
+
+def _reparented(data: bytes, parent_file: str) -> bytes:
+    """The session file with its header's ``parentSession`` set to ``parent_file``; the rest byte for byte."""
+    first, sep, rest = data.partition(b"\n")
+    header = json.loads(first)
+    signed = header.pop("crc32", None) is not None
+    header["parentSession"] = parent_file
+    text = record_text(header)
+    return (signed_line(text) if signed else (text + "\n").encode()) + rest if sep else text.encode()
+
+
+def _record(spawned: dict[str, Any], entry: dict[str, Any], child: SessionFile, mine: _Exported,
+            parent: _Exported) -> dict[str, Any]:
+    """One registry line as Prime Agent's reader takes it (an ``rlm_subagent`` record; the last one per
+    ``childId`` wins)."""
+    provider, _, model = str(spawned.get("model") or "").partition("/")
+    ended = child.entries[-1].get("timestamp") if child.entries else None
+    return {
+        "type": "rlm_subagent", "childId": mine.dir.name, "sessionName": str(spawned.get("name")),
+        "sessionDir": str(mine.dir), "sessionFile": str(mine.file), "parentSessionId": parent.session_id,
+        "parentSessionFile": str(parent.file), "rlmDepth": int(spawned.get("depth") or 1),
+        "prompt": _task(child), "model": {"provider": provider, "modelId": model or provider},
+        "status": "completed", "createdAt": _millis(entry.get("timestamp")),
+        "updatedAt": str(ended or entry.get("timestamp") or ""),
+    }
+
+
+def _task(child: SessionFile) -> str:
+    """The task the parent gave: the child's first user message, without the prefix prime-ci adds."""
+    for e in child.entries:
+        if e.get("type") == "message" and e["message"].get("role") == "user":
+            text = parts_text(e["message"].get("content") or "")
+            return text.removeprefix(TASK_PREFIX)
+        if e.get("type") == "custom_message":  # logs written before the task was a user message
+            return parts_text(e.get("content") or "").removeprefix(TASK_PREFIX)
+    return ""
+
+
+def _millis(stamp: Any) -> int:
+    try:
+        return int(datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return 0
 
 
 def _plain(value: object, what: str, where: Path) -> str:
@@ -71,8 +146,3 @@ def _check_layout(targets: list[Path], where: Path) -> None:
             raise ConfigError(f"export: {where}: {clash} would be both a session file and a sub-agent's directory; "
                               "nothing was exported")
 
-
-def _copy(source: Path, target: Path) -> Path:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source, target)
-    return target

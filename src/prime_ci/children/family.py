@@ -272,19 +272,23 @@ class Family:
         return {**reply.to_wire(), "budget": self.ledger(member), "attributions": member.take_attributions()}
 
     def _attribute(self, member: Member, usage: dict[str, Any]) -> None:
-        """One call's usage, for the parent's session: the root's log is written here, a child's by its host
-        (with its next answer from the root; an idle one is woken for it)."""
-        parent = self.members.get(member.parent or "")
-        if parent is None or member.spawned_from is None:
-            return
-        record: dict[str, Any] = {"target": member.spawned_from, "child_usage": usage, "origin": member.origin,
-                                  "childId": member.id, "childName": member.name}
-        if parent.id == "root":
-            if self.agent is not None:
-                self.agent.attribute(**record)
-        elif parent.status != "error":
-            parent.attributions.append(record)
-            parent.arrived.set()
+        """One call's usage, for every ancestor's session: each folds it into its assistant entry that spawned
+        the branch the call came from, so a grandchild's spend reaches the root's totals as Prime Agent sums them.
+        The root's log is written here, a child's by its host (with its next answer from the root; an idle one is
+        woken for it)."""
+        caller = member
+        while (parent := self.members.get(member.parent or "")) is not None and member.spawned_from is not None:
+            record: dict[str, Any] = {"target": member.spawned_from, "child_usage": usage, "origin": member.origin,
+                                      "childId": member.id, "childName": member.name}
+            if caller is not member:
+                record["descendantName"] = caller.name
+            if parent.id == "root":
+                if self.agent is not None:
+                    self.agent.attribute(**record)
+            elif parent.status != "error":
+                parent.attributions.append(record)
+                parent.arrived.set()
+            member = parent
 
     # -- messages ---------------------------------------------------------------------------------------
     async def send(self, request: dict[str, Any]) -> Any:

@@ -178,10 +178,12 @@ class Host:
             self.agent.conversation.add({"role": "system",
                                          "content": base_prompt() + child_section(spec["name"], spec["depth"],
                                                                                   spec.get("role"))})
+            # the task is the session's first user message (Prime Agent labels a session by it); where it came
+            # from, in Prime Agent's agent-message terms, is host state beside it
+            log.custom("prime_ci.task", {"id": f"spawn:{spec['id']}", "message": spec["task"],
+                                         "from": spec.get("from", {}), "fromRelationship": "parent"})
+            self.agent.give_task(f"[task from parent]\n\n{spec['task']}")
             self.agent.task = spec["task"]
-            self.agent.say("agent_message", f"[task from parent]\n\n{spec['task']}", {
-                "id": f"spawn:{spec['id']}", "message": spec["task"], "from": spec.get("from", {}),
-                "fromRelationship": "parent"})
             stop = await self.agent.run()
         except asyncio.CancelledError:
             stop = Stop(StopReason.INTERRUPTED, "stopped by the root")

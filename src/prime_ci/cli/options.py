@@ -56,6 +56,8 @@ RUN_OPTIONS = [
     Opt("--task", default=RUN, panel="Task", help="The instruction."),
     Opt("--task-file", type=PATH, default=RUN, panel="Task", help="Read the instruction from a file."),
     Opt("--untrusted-file", type=PATH, default=RUN, panel="Task", help="PR/issue text, fenced as data."),
+    Opt("--from-session", type=PATH, default=RUN, panel="Task", help="Continue the conversation of this Prime Agent "
+        "(or prime-ci) session file: its active branch, after its last compaction (--task then optional)."),
     Opt("--include-dirty", is_flag=True, default=RUN, panel="Task", help="Start from a snapshot of REPO's "
         "uncommitted working tree."),
     # Model

@@ -187,7 +187,7 @@ class Agent:
         with doing("compaction"):
             done = await self.compactor.compact(self.conversation.messages, self.conversation.ids, focus=focus,
                                                 kernel_names=self.kernel.user_names, task=self.task,
-                                                tokens_before=self.conversation.tokens)
+                                                tokens_before=self.conversation.tokens, on_spend=self.fold)
         if done is None:
             return False
         self.conversation.replace(*done)
@@ -204,17 +204,34 @@ class Agent:
 
     def attribute(self, target: str, child_usage: dict[str, Any], *, origin: str, **extra: Any) -> None:
         """Fold one child model call's usage into the assistant entry whose cell spawned the child, as Prime
-        Agent does: ``aggregateUsage`` is that entry's own usage plus every child call folded into it so far,
-        its ``totalTokens`` still the entry's own context size (child work is spend, not context)."""
+        Agent does: ``aggregateUsage`` is that entry's own usage plus every call folded into it so far, its
+        ``totalTokens`` still the entry's own context size (child work is spend, not context)."""
+        self._fold(target, Usage.from_session(child_usage), Cost.from_json(child_usage.get("cost") or {}),
+                   childUsage=child_usage, origin=origin, **extra)
+
+    def fold(self, usage: Usage, cost: Cost | None, source: str) -> None:
+        """The spend of this agent's own calls that are not turns (``compaction``, ``refinement``), folded into
+        its latest assistant entry: Prime Agent adds up only assistant usage, and with no child usage in the
+        record it counts this spend as the agent's own, in its totals and in its sub-agent tree's alike."""
+        if self.last_assistant is not None:
+            self._fold(self.last_assistant, usage, cost or Cost(), childUsage=session_usage(Usage(), Cost()),
+                       usageSource=source)
+
+    def adopt(self, target: str, usage: dict[str, Any]) -> None:
+        """An assistant entry logged before a resume, with its usage as the log left it (attributions folded)."""
+        self.last_assistant = target
+        self._usage_of[target] = (int(usage.get("totalTokens") or 0), Usage.from_session(usage),
+                                  Cost.from_json(usage.get("cost") or {}))
+
+    def _fold(self, target: str, usage: Usage, cost: Cost, **fields: Any) -> None:
         folded = self._usage_of.get(target)
-        if folded is None:  # not an assistant entry of this process (one from before a resume)
+        if folded is None:  # not an assistant entry of this session
             return
-        context, usage, cost = folded
-        usage += Usage.from_session(child_usage)
-        cost += Cost.from_json(child_usage.get("cost") or {})
-        self._usage_of[target] = context, usage, cost
-        self.log.append("child_usage_attributed", targetId=target, childUsage=child_usage,
-                        aggregateUsage={**session_usage(usage, cost), "totalTokens": context}, origin=origin, **extra)
+        context, total, spent = folded
+        total, spent = total + usage, spent + cost
+        self._usage_of[target] = context, total, spent
+        self.log.append("child_usage_attributed", targetId=target,
+                        aggregateUsage={**session_usage(total, spent), "totalTokens": context}, **fields)
 
     def answer_unanswered(self, call_id: str, text: str) -> None:
         """Log and add the result of a tool call an interruption left without one (a resume)."""

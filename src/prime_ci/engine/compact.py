@@ -18,7 +18,7 @@ from typing import Any
 
 from prime_ci.engine.budget import BudgetExhausted, Meter
 from prime_ci.model.routes import Model, ModelReply
-from prime_ci.model.usage import TokenRate
+from prime_ci.model.usage import Cost, TokenRate, Usage
 from prime_ci.session.log import SessionLog
 
 THRESHOLD = 0.8  # compact when the estimated prompt passes this share of the window
@@ -131,10 +131,12 @@ class Compactor:
     async def compact(
         self, messages: list[dict[str, Any]], ids: list[str | None], *, focus: str | None,
         kernel_names: Callable[[], Awaitable[list[str]]], task: str, tokens_before: int,
+        on_spend: Callable[[Usage, Cost | None, str], None] | None = None,
     ) -> tuple[list[dict[str, Any]], list[str | None]] | None:
         """Summarize messages[1:cut] (all but the system prompt and the kept part); returns the new (messages,
         ids), or None when there is nothing to cut. Every message but the system prompt has its entry id.
-        ``tokens_before``: the context's size as the caller measures it (what ``needed`` was asked about)."""
+        ``tokens_before``: the context's size as the caller measures it (what ``needed`` was asked about);
+        ``on_spend`` hears every summarizer call's usage (the agent logs it where Prime Agent adds usage up)."""
         head = 1
         cut = self.cut_index(messages, head)
         if cut is None:
@@ -155,6 +157,8 @@ class Compactor:
             # the summarizer's spend, so a resume restores it; also the entry a compaction that keeps no message
             # points at (firstKeptEntryId names an entry; this one adds nothing to the context)
             spent = self.log.custom("prime_ci.usage", {**self.budget.usage(), "compaction": True})
+            if on_spend is not None:
+                on_spend(reply.usage, reply.cost, "compaction")
             if not reply.truncated:
                 break
             self._cut_short(reply, attempt, len(text))

@@ -26,6 +26,7 @@ class RunConfig(BaseModel):
     task: str | None = None
     task_file: Path | None = None
     untrusted_file: Path | None = None
+    from_session: Path | None = None
     model: str | None = None
     api_base: str | None = None
     gate: list[str] = Field(default_factory=list)
@@ -74,9 +75,11 @@ class RunConfig(BaseModel):
         return None if value is None else parse_duration(value, what=f"--{str(info.field_name).replace('_', '-')}")
 
     def task_text(self) -> str:
+        """The task given on the command line ("" when a run only continues ``--from-session``)."""
         if self.task is not None:
             return self.task
-        assert self.task_file is not None
+        if self.task_file is None:
+            return ""
         return self.task_file.read_text(encoding="utf-8", errors="replace")
 
 
@@ -191,11 +194,13 @@ def build_config(flags: dict[str, Any], from_file: dict[str, Any], warn: Warn) -
                      f"operator's {mine} (a repository may only lower budgets)")
                 del repo[key]
     cfg = _validated({**repo, **flags})
-    if (cfg.task is None) == (cfg.task_file is None):
+    if cfg.task is not None and cfg.task_file is not None:
         raise ConfigError("exactly one of --task or --task-file is required")
+    if cfg.task is None and cfg.task_file is None and cfg.from_session is None:
+        raise ConfigError("exactly one of --task or --task-file is required (or --from-session)")
     if cfg.task_file is not None and not cfg.task_file.is_file():
         raise ConfigError(f"--task-file: file not found: {cfg.task_file}")
-    if problem := _task_problem(cfg.task_text()):
+    if (cfg.task is not None or cfg.task_file is not None) and (problem := _task_problem(cfg.task_text())):
         raise ConfigError(f"--task{'-file' if cfg.task_file is not None else ''}: {problem}")
     if cfg.untrusted_file is not None and not cfg.untrusted_file.is_file():
         raise ConfigError(f"--untrusted-file: file not found: {cfg.untrusted_file}")

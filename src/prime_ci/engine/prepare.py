@@ -12,6 +12,7 @@ from typing import Any
 from prime_ci.engine import repo_values
 from prime_ci.engine import setup as setup_phase
 from prime_ci.engine.config import RunConfig, build_config, file_settings
+from prime_ci.engine.from_session import Origin, load_origin
 from prime_ci.engine.resume import ResumeState, plan
 from prime_ci.engine.setup import SetupSpec
 from prime_ci.errors import ConfigError
@@ -49,6 +50,7 @@ class Prepared:
     sandbox_status: str = "off"
     reach: list[str] = field(default_factory=list)  # extra read-only paths in the sandbox
     builds: list[BuildSpec] = field(default_factory=list)
+    origin: Origin | None = None  # --from-session: the conversation the run goes on with
 
 
 def prepare(flags: dict[str, Any], say: Callable[[str], None]) -> Prepared:
@@ -67,6 +69,7 @@ def prepare(flags: dict[str, Any], say: Callable[[str], None]) -> Prepared:
         from_repo = file_settings(worktree.path, warn)
         repo_keys = set(from_repo) - set(flags)
         cfg = repo_values.admit(build_config(flags, from_repo, warn), worktree, repo_keys, warn)
+        origin = load_origin(cfg.from_session) if cfg.from_session is not None else None
         gates = load_gates(cfg, worktree)
         setup = load_setup(cfg, worktree, repository_setup="setup" in repo_keys, warn=warn)
         builds = collect_builds(cfg.build, builds_from_texts(gate_texts(cfg, worktree)))
@@ -89,7 +92,7 @@ def prepare(flags: dict[str, Any], say: Callable[[str], None]) -> Prepared:
     reach = reach_paths(cfg, worktree, commands, project)
     reach += reuse_node_modules(worktree)
     return Prepared(cfg, worktree, gates, model, out, run_id, harness, project, setup, sandbox, status, reach,
-                    builds=builds)
+                    builds=builds, origin=origin)
 
 
 def _report_dir(wt: Worktree) -> None:

@@ -73,7 +73,7 @@ def _logged_arguments(args: Any) -> str:
     return json.dumps(args)
 
 
-def _context_message(entry: dict[str, Any]) -> dict[str, Any] | None:
+def context_message(entry: dict[str, Any]) -> dict[str, Any] | None:
     """What an entry contributes to the model's context: messages and host messages; bookkeeping nothing."""
     kind = entry.get("type")
     if kind == "message":
@@ -100,7 +100,7 @@ def rebuild(session: SessionFile) -> ResumeState:
         first = compaction.get("firstKeptEntryId")
         start = next((i for i, e in enumerate(path[:at]) if e.get("id") == first), at)
         tail = path[start:at] + path[at + 1:]
-    kept = head + [(m, e["id"]) for e in tail if (m := _context_message(e)) is not None]
+    kept = head + [(m, e["id"]) for e in tail if (m := context_message(e)) is not None]
     messages = [m for m, _ in kept]
     ids: list[str | None] = [i for _, i in kept]
     for entry in path:
@@ -115,6 +115,19 @@ def rebuild(session: SessionFile) -> ResumeState:
     state.messages, state.ids = messages, ids
     state.wall_spent = _wall_spent(session)
     return state
+
+
+def last_assistant(entries: list[dict[str, Any]]) -> tuple[str, dict[str, Any]] | None:
+    """The latest assistant entry and its usage as Prime Agent reads it (its last attribution's aggregate)."""
+    found = next((e for e in reversed(entries) if e.get("type") == "message"
+                  and e["message"].get("role") == "assistant" and isinstance(e.get("id"), str)), None)
+    if found is None:
+        return None
+    usage = found["message"].get("usage") or {}
+    for e in entries:
+        if e.get("type") == "child_usage_attributed" and e.get("targetId") == found["id"]:
+            usage = e.get("aggregateUsage") or usage
+    return found["id"], usage
 
 
 def _count(state: ResumeState, custom_type: Any, data: dict[str, Any]) -> None:

@@ -25,10 +25,11 @@ from prime_ci.engine.agent import Agent, Conversation, log_model
 from prime_ci.engine.budget import MAX_CALL_S, Budget, Limits
 from prime_ci.engine.compact import Compactor
 from prime_ci.engine.environment import environment_section, gate_vars, project_vars, run_setup
+from prime_ci.engine.from_session import go_on
 from prime_ci.engine.prepare import Prepared
 from prime_ci.engine.progress import Progress, start_ticker, stop_ticker
 from prime_ci.engine.prompt import base_prompt
-from prime_ci.engine.resume import ResumeState
+from prime_ci.engine.resume import ResumeState, last_assistant
 from prime_ci.engine.setup import SetupOutcome, failure_detail
 from prime_ci.engine.stops import SIGTERM_EXIT, Stop, StopReason
 from prime_ci.errors import KernelLost, ModelError, PersistenceError
@@ -104,7 +105,9 @@ class Run:
                                     call_timeout=max(MAX_CALL_S, 2 * cfg.model_timeout)),
                              pricing=lambda model: prices(model, options.price))
         if self.resume is None:  # creates --out; an unusable --out is a PersistenceError (exit 6)
-            self.log = SessionLog.create(self.prep.out / "session.jsonl", cwd=session_cwd(wt.source))
+            origin = self.prep.origin
+            self.log = SessionLog.create(self.prep.out / "session.jsonl", cwd=session_cwd(wt.source),
+                                         parent_session=str(origin.path) if origin is not None else None)
         else:
             self.log = SessionLog.open_for_append(self.prep.out / "session.jsonl", salvage=self.salvage)
             self.budget.restore(self.resume.usage, self.resume.wall_spent)
@@ -222,7 +225,7 @@ class Run:
         rate = self.budget.rate(self.prep.model)
         agent.compactor = Compactor(self.prep.model, self.budget, self.log, window, rate=rate, progress=self.say)
         agent.conversation = Conversation(rate=rate)
-        agent.task = clean_terminal_text(cfg.task_text())
+        agent.task = clean_terminal_text(cfg.task_text() or (self.prep.origin.task if self.prep.origin else ""))
         self.agent = self.family.agent = agent
         agent.conversation.add({"role": "system", "content": base_prompt()
                                 + environment_section(self.prep, self.setup, builder.last)
@@ -240,7 +243,7 @@ class Run:
             if self.judge.passed():
                 stop = Stop(StopReason.COMPLETED, f"gates passed at the end ({stop.reason.value} reached)")
         if cfg.refine and self.budget.wall_left() > 5:
-            await self.prep.harness.refine(self.prep.model, self.budget, self.log, None, self.say)
+            await self.prep.harness.refine(self.prep.model, self.budget, self.log, None, self.say, agent.fold)
         return stop
 
     async def _setup(self) -> Stop | None:
@@ -256,7 +259,10 @@ class Run:
 
     def _begin(self, agent: Agent) -> None:
         cfg = self.prep.cfg
-        agent.give_task(cfg.task_text())
+        if self.prep.origin is not None:
+            go_on(agent, self.prep.origin, self.prep.worktree.base_commit)
+        if cfg.task_text() or self.prep.origin is None:
+            agent.give_task(cfg.task_text())
         if cfg.untrusted_file is not None:
             self.log.custom("prime_ci.untrusted", {"file": cfg.untrusted_file.name})
             text = cfg.untrusted_file.read_text(encoding="utf-8", errors="replace")
@@ -269,6 +275,8 @@ class Run:
                 agent.answer_unanswered(message["tool_call_id"], message["content"])
             else:
                 agent.conversation.add(message, eid)
+        if (last := last_assistant(state.session.entries)) is not None:
+            agent.adopt(*last)
         self.judge.rounds, self.judge.failed_rounds = state.gate_rounds, state.failed_rounds
         if isinstance(self.prep.model, ReplayModel):
             self.prep.model.position = state.replayed_replies
@@ -296,7 +304,9 @@ class Run:
         harness = self.prep.harness
         if harness.refine_requested:
             harness.refine_requested = False
-            await harness.refine(self.prep.model, self.budget, self.log, harness.refine_instructions, self.say)
+            assert self.agent is not None
+            await harness.refine(self.prep.model, self.budget, self.log, harness.refine_instructions, self.say,
+                                 self.agent.fold)
         outcome = await self.judge()
         if self.judge.skipped:
             self.say(f"gates skipped: unchanged since round {self.judge.rounds} (still failing)")

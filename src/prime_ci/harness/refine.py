@@ -30,6 +30,7 @@ from prime_ci.harness.store import (
     read_jsonl,
 )
 from prime_ci.model.routes import Model, Usage
+from prime_ci.model.usage import Cost
 from prime_ci.session.log import SessionFile, now_iso, read_session
 
 MAX_OPS = 5
@@ -264,6 +265,7 @@ class RefineOutcome:
     raw: str  # the submit_refinement arguments as the model produced them (or its text)
     usage: Usage
     cost_usd: float | None
+    cost: Cost | None = None  # the call's cost by kind (None: the price is unknown)
 
     @property
     def applied(self) -> bool:
@@ -317,7 +319,7 @@ async def refine(
 
     def rejected(reason: str, plan: Plan | None = None) -> RefineOutcome:
         rid = record_rejection(store, reason, raw, source_run=source_run)
-        return RefineOutcome(None, reason, rid, plan, raw, reply.usage, reply.cost_usd)
+        return RefineOutcome(None, reason, rid, plan, raw, reply.usage, reply.cost_usd, reply.cost)
 
     if not calls:
         return rejected("no plan submitted")
@@ -334,4 +336,4 @@ async def refine(
         raise
     except HarnessError as exc:
         return rejected(str(exc), plan)
-    return RefineOutcome(cs, None, None, plan, raw, reply.usage, reply.cost_usd)
+    return RefineOutcome(cs, None, None, plan, raw, reply.usage, reply.cost_usd, reply.cost)

@@ -23,6 +23,7 @@ from prime_ci.harness.store import ChangeSet, HarnessError, HarnessStore
 from prime_ci.isolation.worktree import Worktree
 from prime_ci.kernel.bridge import Handler, Refused
 from prime_ci.model.providers import Model
+from prime_ci.model.usage import Cost, Usage
 from prime_ci.session.log import SessionLog
 
 MAX_ENTRY = 16_000
@@ -128,9 +129,10 @@ class HarnessRun:
                 "harness.delete": delete, "refine.run": refine_run}
 
     async def refine(self, model: Model, budget: Budget, session: SessionLog, instructions: str | None,
-                     say: Callable[[str], None]) -> None:
+                     say: Callable[[str], None],
+                     on_spend: Callable[[Usage, Cost | None, str], None] | None = None) -> None:
         """One refinement from the session so far, metered on the run's budget; applied, rejected or refused
-        (the budget cannot fit the call), it is logged either way."""
+        (the budget cannot fit the call), it is logged either way. ``on_spend`` hears the call's usage."""
         if self.store is None:
             return
         session.commit()
@@ -143,6 +145,8 @@ class HarnessRun:
             say(f"refinement skipped: {exc.detail} ({exc.reason.value})")
             return
         session.custom("prime_ci.usage", {**budget.usage(), "refine": True})
+        if on_spend is not None:
+            on_spend(outcome.usage, outcome.cost, "refinement")
         if outcome.changeset is not None:
             self.changesets.append(outcome.changeset)
             if outcome.plan is not None:

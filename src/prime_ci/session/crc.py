@@ -67,6 +67,12 @@ def record_crc(text: str | bytes) -> str:
     return f"{zlib.crc32(canonical(text)):08x}"
 
 
+def signed_line(text: str) -> bytes:
+    """One record's line: its text with the ``crc32`` member appended (its last character is the closing brace)."""
+    body = text.encode("utf-8", "backslashreplace")
+    return body[:-1] + b',"crc32":"%s"}\n' % record_crc(body).encode()
+
+
 def record_text(entry: dict[str, Any]) -> str:
     """A record as prime-ci writes it: compact, non-ASCII characters as they are, non-finite numbers as null."""
     try:

@@ -38,7 +38,7 @@ from prime_ci.artifacts import durable
 from prime_ci.errors import LogCorruptError, PersistenceError
 from prime_ci.isolation.redact import redact
 from prime_ci.isolation.untrusted import clean_json
-from prime_ci.session.crc import record_crc, record_text
+from prime_ci.session.crc import record_text, signed_line
 from prime_ci.session.read import (
     SALVAGE_TYPE,
     VERSION,
@@ -364,8 +364,7 @@ class SessionLog:
         self._check_usable()
         entry["seq"] = self.seq + 1
         # Lone surrogates become \\udcxx escapes inside their JSON string: still valid JSON and UTF-8.
-        body = redact(record_text(entry)).encode("utf-8", "backslashreplace")
-        data = body[:-1] + b',"crc32":"%s"}\n' % record_crc(body).encode()
+        data = signed_line(redact(record_text(entry)))
         if _CRASH:
             _crash_point("before_write")
         try:

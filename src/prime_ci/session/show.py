@@ -181,7 +181,10 @@ def _entry(console: Console, entry: dict[str, Any], labels: dict[str, str]) -> N
     elif kind == "child_usage_attributed":
         usage = entry.get("childUsage")
         tokens = usage.get("totalTokens") if isinstance(usage, dict) else None
-        _line(console, f"child usage attributed to {entry.get('targetId')}: {tokens} tokens", entry, labels)
+        source = entry.get("usageSource")  # prime-ci's own non-turn calls: the aggregate grew, no child's usage
+        text = f"{source} usage folded into {entry.get('targetId')}" if source else \
+            f"child usage attributed to {entry.get('targetId')}: {tokens} tokens"
+        _line(console, text, entry, labels)
     elif kind == "session_info":
         _line(console, f"session name: {entry.get('name') or '(cleared)'}", entry, labels)
     else:

@@ -1,0 +1,149 @@
+"""``prime-ci run REPO --from-session FILE``: go on with the conversation of a session Prime Agent (or prime-ci)
+wrote, under this run's gates and budgets.
+
+What is taken is what the model saw last there, by Prime Agent's context rule: the active branch (the parent
+chain from the last entry), and with a compaction on it the latest one's summary, the entries from its
+``firstKeptEntryId`` up to it, and those after it. Those entries are written again into the new session (new
+ids, one chain; assistant usage zeroed, as that spend was the earlier session's) with the summary as a
+``compaction`` entry after the kept ones, so Prime Agent's context builder makes the same conversation of the
+new file; its header's ``parentSession`` names the file it came from. The model is then told the kernel is new.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prime_ci.engine.agent import Agent
+from prime_ci.engine.compact import summary_message
+from prime_ci.engine.resume import context_message
+from prime_ci.errors import ConfigError
+from prime_ci.model.usage import Cost, Usage, session_usage
+from prime_ci.session.log import SessionLog, read_session
+from prime_ci.session.read import parts_text
+
+NOT_RUN = "[not run: the session was continued in prime-ci before this call had a result]"
+BRANCH_SUMMARY = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
+
+
+@dataclass
+class Origin:
+    path: Path
+    session_id: str
+    kept: list[dict[str, Any]] = field(default_factory=list)  # context entries before the compaction
+    summary: str | None = None  # the latest compaction's summary
+    after: list[dict[str, Any]] = field(default_factory=list)  # context entries after it (all, without one)
+    task: str = ""  # the first user message's text on the branch: what the conversation was asked to do
+
+
+def load_origin(path: Path) -> Origin:
+    """The conversation of the session at ``path``; ``ConfigError`` (one line) when it cannot be read as one."""
+    what = f"--from-session {path}"
+    try:
+        session = read_session(path)
+    except FileNotFoundError:
+        raise ConfigError(f"{what}: file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{what}: cannot be read ({exc.__class__.__name__}: {exc})") from None
+    header = session.header
+    if header.get("type") != "session" or not isinstance(header.get("id"), str):
+        raise ConfigError(f"{what}: not a session file (its first line is no Prime Agent session header)")
+    branch = session.active_path()
+    at = max((i for i, e in enumerate(branch) if e.get("type") == "compaction"), default=None)
+    origin = Origin(path.resolve(), header["id"])
+    if at is None:
+        origin.after = [e for e in branch if _in_context(e)]
+    else:
+        compaction = branch[at]
+        first = next((i for i, e in enumerate(branch[:at]) if e.get("id") == compaction.get("firstKeptEntryId")), at)
+        origin.summary = str(compaction.get("summary") or "")
+        origin.kept = [e for e in branch[first:at] if _in_context(e)]
+        origin.after = [e for e in branch[at + 1:] if _in_context(e)]
+    if origin.summary is None and not origin.after:
+        raise ConfigError(f"{what}: the session has no conversation to continue")
+    origin.task = next((parts_text(e["message"].get("content") or "") for e in branch if e.get("type") == "message"
+                        and e["message"].get("role") == "user"), "")
+    return origin
+
+
+def _in_context(entry: dict[str, Any]) -> bool:
+    kind = entry.get("type")
+    if kind == "message":
+        message = entry.get("message")
+        return isinstance(message, dict) and _provider(entry) is not None
+    return kind in ("custom_message", "branch_summary")
+
+
+def _provider(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The provider message of a context entry (Prime Agent's kinds prime-ci does not write included)."""
+    if entry.get("type") == "branch_summary":
+        return {"role": "user", "content": BRANCH_SUMMARY + str(entry.get("summary") or "") + "\n</summary>"}
+    message = entry.get("message") or {}
+    role = message.get("role")
+    if role == "bashExecution":
+        if message.get("excludeFromContext"):
+            return None
+        return {"role": "user", "content": f"Ran `{message.get('command', '')}`\n{message.get('output', '')}"}
+    if entry.get("type") == "message" and role not in ("user", "assistant", "toolResult"):
+        return None
+    return context_message(entry)
+
+
+class Continuation:
+    """Writes an origin's conversation into a new session and gives it to the agent's conversation."""
+
+    def __init__(self, origin: Origin, log: SessionLog) -> None:
+        self.origin, self.log = origin, log
+        self.messages: list[tuple[dict[str, Any], str]] = []
+        self._calls: set[str] = set()  # tool calls with no result yet
+
+    def write(self, note: str) -> list[tuple[dict[str, Any], str]]:
+        """(provider message, entry id) in context order: the summary first, then the kept and later entries."""
+        origin = self.origin
+        start = self.log.custom("prime_ci.from_session", {"file": str(origin.path), "session": origin.session_id})
+        kept = [self._copy(e) for e in origin.kept]
+        head: list[tuple[dict[str, Any], str]] = []
+        if origin.summary is not None:
+            first = next((eid for _, eid in kept), start)  # nothing kept: an entry that adds nothing to the context
+            eid = self.log.append("compaction", summary=origin.summary, firstKeptEntryId=first, tokensBefore=0,
+                                  details={"fromSession": str(origin.path)})
+            head = [(summary_message(origin.summary), eid)]
+        after = [self._copy(e) for e in origin.after]
+        answers = [self._answer(call) for call in sorted(self._calls)]
+        said = self.log.custom_message("prime_ci.from_session", note)
+        return [*head, *(m for m in kept + after if m[0]), *answers, ({"role": "user", "content": note}, said)]
+
+    def _copy(self, entry: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        message = _provider(entry)
+        assert message is not None
+        if message["role"] == "tool" and message.get("tool_call_id") not in self._calls:
+            return {}, ""  # a result whose call is not in the context: a provider would refuse it
+        if entry.get("type") == "message":
+            logged = dict(entry["message"])
+            if logged.get("role") == "assistant":
+                logged["usage"] = session_usage(Usage(), Cost())
+            eid = self.log.append("message", message=logged)
+        elif entry.get("type") == "branch_summary":
+            eid = self.log.append("branch_summary", summary=entry.get("summary"), fromId=self.log.last_id or "")
+        else:
+            eid = self.log.custom_message(str(entry.get("customType") or "custom"), parts_text(entry.get("content")
+                                                                                               or ""))
+        self._calls.update(c["id"] for c in message.get("tool_calls") or [])
+        self._calls.discard(str(message.get("tool_call_id")))
+        return message, eid
+
+    def _answer(self, call: str) -> tuple[dict[str, Any], str]:
+        eid = self.log.message("toolResult", [{"type": "text", "text": NOT_RUN}], toolCallId=call, toolName="",
+                               isError=True)
+        return {"role": "tool", "tool_call_id": call, "content": NOT_RUN}, eid
+
+
+def go_on(agent: Agent, origin: Origin, base_commit: str) -> None:
+    """Start the agent's conversation (after its system prompt) from the origin's, then say what is new."""
+    note = (f"[prime-ci] This conversation goes on from the session {origin.path.name} in prime-ci, in a fresh "
+            f"clone of the repository at {base_commit[:12]}: changes made to files before are not here unless they "
+            "were committed, and the Python kernel is new (no variable, import or process from before exists). "
+            "Check the state of the work first, then continue.")
+    for message, eid in Continuation(origin, agent.log).write(note):
+        agent.conversation.add(message, eid)

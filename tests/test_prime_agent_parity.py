@@ -1,0 +1,122 @@
+"""Issue 26, Prime Agent parity: what Prime Agent's own session code makes of a run prime-ci exported.
+
+``prime_agent_code`` builds Prime Agent's session manager, sub-agent tree (labels, usage sums) and spawn ledger
+(the sub-agent list, seeded from each parent's ``rlm-subagents.jsonl``) from a git copy of prime-agent and runs
+them under node. The runs are real (``prime-ci run`` with children as processes, compactions, a refinement);
+the provider is the scripted server, priced with ``--price-per-mtok`` so that cost is a real figure.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import prime_agent_code
+from conftest import run_cli, run_prime
+from prime_ci.testing import ScriptedServer, contains, ipython, reply, tool_call
+
+pytestmark = pytest.mark.skipif(prime_agent_code.unavailable() is not None,
+                                reason=str(prime_agent_code.unavailable()))
+
+PRICE = ["--price-per-mtok", "3,15,0.3"]
+SUMMARIZER = "compacting the working context"
+
+
+def export(tmp_path: Path, out: Path) -> Path:
+    dest = tmp_path / "prime-agent"
+    done = run_cli(["export", str(out), "--prime-agent", str(dest)], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return dest
+
+
+def header(path: Path) -> dict[str, Any]:
+    first: dict[str, Any] = json.loads(path.read_text().splitlines()[0])
+    return first
+
+
+def spent(usage: dict[str, Any]) -> int:
+    """Tokens spent as Prime Agent's /context and /usage count them."""
+    return int(usage["input"] + usage["output"] + usage["cacheRead"] + usage["cacheWrite"])
+
+
+def tree_sum(node: dict[str, Any]) -> tuple[int, float]:
+    """The /context total: every agent's own usage (descendants excluded), over the whole tree."""
+    tokens, cost = spent(node["ownUsage"]), node["ownUsage"]["cost"]["total"]
+    for child in node["children"]:
+        more = tree_sum(child)
+        tokens, cost = tokens + more[0], cost + more[1]
+    return tokens, cost
+
+
+def check_totals(tree: dict[str, Any], result: dict[str, Any]) -> None:
+    usage = result["usage"]
+    assert usage["cost_usd"] > 0
+    assert spent(tree["totalUsage"]) == usage["total_tokens"], "the root's total, descendants included"
+    assert tree["totalUsage"]["cost"]["total"] == pytest.approx(usage["cost_usd"], rel=1e-9)
+    tokens, cost = tree_sum(tree)
+    assert tokens == usage["total_tokens"], "the tree's total of own usage"
+    assert cost == pytest.approx(usage["cost_usd"], rel=1e-9)
+
+
+def test_exported_children_are_listed_labelled_and_their_spend_reaches_the_root(
+    tmp_path: Path, buggy_repo: Path, server: ScriptedServer
+) -> None:
+    server.route(contains("grand task"), [ipython("g = 1"), reply("grandchild finished")])
+    server.route(contains("child task"), [
+        ipython("await rlm('grand task', name='gk')\nprint(await agent_message.send('kid done', "
+                "receiver_role='parent'))"),
+        reply("kid finished"), reply("kid saw the notice"), reply("kid again"),
+    ])
+    server.add(ipython("await rlm('child task', name='kid')"), reply("waiting"), *[reply("done")] * 5)
+    run = run_prime(tmp_path, buggy_repo, server, "--max-depth", "2", *PRICE)
+    assert run.code == 0, run.proc.stderr
+    dest = export(tmp_path, run.out)
+    root_file = next((dest / "sessions").glob("*.jsonl"))
+    kid_file = next((dest / "session-artifacts" / root_file.stem).glob("sub-*/*.jsonl"))
+    gk_file = next(kid_file.parent.glob("sub-*/*.jsonl"))
+
+    # headers point at the exported parents
+    assert header(kid_file)["parentSession"] == str(root_file)
+    assert header(gk_file)["parentSession"] == str(kid_file)
+
+    # the sub-agent list (Prime Agent's spawn ledger, seeded from the registries export wrote)
+    rows = prime_agent_code.read("family", tmp_path / "agent-dir", dest / "sessions")
+    by_path = {r["path"]: r for r in rows}
+    assert set(by_path) == {str(root_file), str(kid_file), str(gk_file)}
+    assert (by_path[str(kid_file)]["name"], by_path[str(kid_file)]["rlmDepth"]) == ("kid", 1)
+    assert by_path[str(kid_file)]["parentSessionPath"] == str(root_file)
+    assert (by_path[str(gk_file)]["name"], by_path[str(gk_file)]["rlmDepth"]) == ("gk", 2)
+    assert by_path[str(gk_file)]["parentSessionPath"] == str(kid_file)
+    assert by_path[str(kid_file)]["firstMessage"] == "[task from parent]\n\nchild task"
+
+    # the /context tree: children labelled with their tasks; totals equal result.json's
+    tree = prime_agent_code.read("tree", root_file)
+    [kid] = tree["children"]
+    assert kid["label"] == "[task from parent] child task"
+    assert [g["label"] for g in kid["children"]] == ["[task from parent] grand task"]
+    check_totals(tree, run.result)
+
+
+def test_compaction_and_refinement_spend_is_in_prime_agents_totals(
+    tmp_path: Path, buggy_repo: Path, server: ScriptedServer
+) -> None:
+    compact = ipython("print(await compact.run())")  # at the end of the turn
+    steps = [step for i in range(3) for step in (ipython(f"print('step {i}', *range(400))"), compact)]
+    server.route(contains(SUMMARIZER), [reply(f"## Goal\nsummary {n}\n## Next Steps\ngo on") for n in range(20)])
+    server.route(lambda body: "submit_refinement" in json.dumps(body.get("tools")),
+                 [reply(None, [tool_call("submit_refinement", {"rationale": "r", "ops": []})])])
+    server.add(*steps, reply("done"))
+    run = run_prime(tmp_path, buggy_repo, server, "--context-window", "6000", "--harness", str(tmp_path / "h"),
+                    "--refine", *PRICE)
+    assert run.code == 0, run.proc.stderr
+    entries = run.session()
+    assert sum(e["type"] == "compaction" for e in entries) == 3
+    assert sum(contains(SUMMARIZER)(r.body) for r in server.chat_requests) == 3
+    assert [e["data"]["refine"] for e in entries if e.get("customType") == "prime_ci.harness"] == ["rejected"]
+    dest = export(tmp_path, run.out)
+    tree = prime_agent_code.read("tree", next((dest / "sessions").glob("*.jsonl")))
+    assert tree["children"] == []
+    check_totals(tree, run.result)
