@@ -19,6 +19,7 @@ import contextlib
 import grp
 import os
 import pwd
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -73,7 +74,16 @@ def give(owner: int, paths: Iterable[Path | str], *, tree: bool = False, gid: in
         if tree and os.path.isdir(path) and not os.path.islink(path):
             for top, dirs, files in os.walk(path):
                 for name in [*dirs, *files]:
-                    os.lchown(os.path.join(top, name), owner, group)
+                    _own(os.path.join(top, name), owner, group)
+
+
+def _own(path: str, owner: int, group: int) -> None:
+    """A file with more than one name is left as it is: the sandbox may have linked a host file into the tree
+    (where ``fs.protected_hardlinks`` is off), and a checkout makes none."""
+    info = os.lstat(path)
+    if (info.st_uid, info.st_gid) == (owner, group) or (info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode)):
+        return
+    os.lchown(path, owner, group)
 
 
 def let_in(owner: int, directory: Path | str) -> None:

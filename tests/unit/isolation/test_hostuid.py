@@ -87,3 +87,19 @@ def test_what_the_sandbox_writes_is_the_uids_and_root_only_files_are_out_of_reac
     assert proc.returncode == 0, proc.stderr
     assert "cat=1" in proc.stdout and "root only" not in proc.stdout
     assert (given / "made").stat().st_uid == hostuid.DEFAULT_UID
+
+
+@as_root
+def test_giving_a_tree_changes_no_file_with_another_name_outside_it(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.write_text("root's\n")
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "sub" / "own.txt").write_text("x\n")
+    os.link(outside, tree / "sub" / "linked")
+    os.symlink(outside, tree / "sub" / "symlink")
+    hostuid.give(hostuid.DEFAULT_UID, [tree], tree=True)
+    assert outside.stat().st_uid == 0
+    assert (tree / "sub" / "own.txt").stat().st_uid == hostuid.DEFAULT_UID
+    assert (tree / "sub").stat().st_uid == hostuid.DEFAULT_UID
+    assert (tree / "sub" / "symlink").lstat().st_uid == hostuid.DEFAULT_UID
