@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import pwd
 import shlex
 import shutil
 import stat
@@ -153,7 +154,8 @@ class Sandbox:
         program = seccomp.program()
         if program is None:
             raise SandboxUnavailable(f"no seccomp filter for this architecture ({platform.machine()})")
-        home = os.path.expanduser("~")
+        # $HOME and the account's own: a child's host runs with the run's scratch home as $HOME
+        homes = sorted({os.path.expanduser("~"), _account_home()} - {"/", ""})
         # As root, bwrap keeps every capability unless told otherwise, and without a user namespace a cell
         # could remount / read-write or unmount the private /proc. 65534 inside either way: files the host owns
         # (root's, unmapped) show as owned by the sandbox's user, so git inside accepts the read-only git dir.
@@ -164,7 +166,7 @@ class Sandbox:
         for path in PROC_READONLY:
             if os.path.exists(path):
                 args += ["--ro-bind", path, path]
-        if home not in ("/", ""):
+        for home in homes:
             args += ["--tmpfs", home]
         for hidden in [*_real(p for p in HIDDEN if os.path.isdir(p)), *MASKED]:
             if os.path.isdir(hidden):
@@ -242,6 +244,13 @@ def _kept_from_hidden() -> list[tuple[str, str]]:
         if (entry.startswith(prefixes) or real.startswith(prefixes)) and os.path.isdir(real):
             kept += [(real, entry)] + ([(real, real)] if real != entry and real.startswith(prefixes) else [])
     return kept
+
+
+def _account_home() -> str:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return ""
 
 
 def _interpreter_dirs() -> list[str]:
