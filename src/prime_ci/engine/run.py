@@ -21,14 +21,7 @@ from prime_ci.engine import bridge_handlers, finish
 from prime_ci.engine.agent import Agent, Conversation, log_model
 from prime_ci.engine.budget import MAX_CALL_S, Budget, Limits
 from prime_ci.engine.compact import Compactor
-from prime_ci.engine.environment import (
-    environment_section,
-    gate_vars,
-    hand_over,
-    project_vars,
-    run_setup,
-    take_back,
-)
+from prime_ci.engine.environment import environment_section, gate_vars, hand_over, project_vars, run_setup, take_back
 from prime_ci.engine.prepare import Prepared
 from prime_ci.engine.prompt import base_prompt
 from prime_ci.engine.resume import ResumeState
