@@ -38,9 +38,13 @@ def main(spec_path: Path) -> int:
     sandbox = Sandbox.from_json(spec.get("sandbox"))
     if sandbox is not None:
         sandbox.writable += [spec["cwd"], str(scratch), str(bridge_dir)]
+        sandbox.give(scratch, bridge_dir)
+        if sandbox.uid is not None and Path(spec["cwd"]).stat().st_uid != sandbox.uid:  # an isolated worktree
+            sandbox.give(spec["cwd"], tree=True)
     config = KernelConfig(cwd=Path(spec["cwd"]), env={**os.environ, "PRIME_CI_BRIDGE": str(bridge_dir / "bridge.sock")},
                           run_dir=scratch, snapshot_dir=scratch / "state", wrap=sandbox.wrap if sandbox else None,
-                          limits=Limits.from_json(spec["limits"]))  # the run's, as the root recorded them
+                          limits=Limits.from_json(spec["limits"]),  # the run's, as the root recorded them
+                          uid=sandbox.uid if sandbox else None)
     launched = launch(config, 1)
     try:
         from prime_ci.children import host as child_host

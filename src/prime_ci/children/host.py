@@ -161,7 +161,7 @@ class Host:
         for op in FORWARDED:
             own.register(op, self._forwarder(op))
         own.register("goal.get", self._goal)
-        await own.start()
+        await own.start(self.kernel.config.uid)
         kernel = self.kernel
         kernel.config.preload = PRELOAD
         loop = asyncio.get_running_loop()

@@ -16,8 +16,8 @@ from prime_ci.gates import builds
 from prime_ci.gates.builds import BuildOutcome
 from prime_ci.gates.runner import GateResult, GateSpec, run_gate, run_gates
 from prime_ci.gates.specs import BuildSpec
+from prime_ci.isolation import hostuid, projenv
 from prime_ci.isolation import limits as limits_mod
-from prime_ci.isolation import projenv
 from prime_ci.isolation import sandbox as sandbox_mod
 from prime_ci.isolation.project_layer import swap
 from prime_ci.isolation.sandbox import scrubbed_env
@@ -102,6 +102,31 @@ async def run_setup(prep: Prepared, env: dict[str, str], say: Callable[[str], No
     return outcomes, hint[0]
 
 
+def hand_over(prep: Prepared) -> None:
+    """As root, give the sandbox's unprivileged uid what it writes: the worktree, its scratch home, the kernel's
+    directory and the run's environment; it may pass through the worktree's root to them, and no one else may.
+    The host stays root: it reads all of it and writes the artifacts."""
+    sandbox, wt = prep.sandbox, prep.worktree
+    if sandbox is None or sandbox.uid is None:
+        return
+    hostuid.let_in(sandbox.uid, wt.root)
+    sandbox.give(wt.path, *_scratch(prep), tree=True)
+
+
+def take_back(prep: Prepared) -> None:
+    """The kept worktree (``--keep-worktree``) is the operator's again, as it was before ``hand_over``."""
+    sandbox, wt = prep.sandbox, prep.worktree
+    if sandbox is None or sandbox.uid is None:
+        return
+    hostuid.give(os.geteuid(), [wt.path, *_scratch(prep)], tree=True, gid=os.getegid())
+    os.chown(wt.root, -1, os.getegid())
+    os.chmod(wt.root, 0o700)
+
+
+def _scratch(prep: Prepared) -> list[Path]:
+    return [prep.worktree.root / "home", prep.worktree.root / "kernel", prep.project.root]
+
+
 def environment_section(prep: Prepared, setup: list[SetupOutcome], built: list[BuildOutcome] | None = None) -> str:
     """What the model is told about the project's environment."""
     lines = ["", "", "## The project's environment", "", prep.project.describe()]
@@ -133,7 +158,9 @@ async def standalone(specs: list[GateSpec], cwd: Path, log_dir: Path, options: S
     """``prime-ci gates``: the gates in CWD with the project's interpreter (a throwaway environment layered on
     it), the scrubbed environment, and the sandbox as ``--sandbox`` says (CWD writable, like a worktree). The
     builds run first (the environment writable too); a failed one is the only result, named ``build: NAME``."""
-    sandbox, status, warning = sandbox_mod.resolve(options.sandbox, writable=[], readonly=[])
+    # CWD is the operator's own checkout, not a disposable worktree: never given away, so as root the sandbox
+    # keeps root's uid on the host here
+    sandbox, status, warning = sandbox_mod.resolve(options.sandbox, writable=[], readonly=[], drop=False)
     if warning:
         say(f"warning: {warning}")
     say(f"sandbox: {status}")

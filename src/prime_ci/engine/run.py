@@ -24,7 +24,7 @@ from prime_ci.engine.actions_log import ActionsLog, Emit
 from prime_ci.engine.agent import Agent, Conversation, log_model
 from prime_ci.engine.budget import MAX_CALL_S, Budget, Limits
 from prime_ci.engine.compact import Compactor
-from prime_ci.engine.environment import environment_section, gate_vars, project_vars, run_setup
+from prime_ci.engine.environment import environment_section, gate_vars, hand_over, project_vars, run_setup, take_back
 from prime_ci.engine.from_session import go_on
 from prime_ci.engine.prepare import Prepared
 from prime_ci.engine.progress import Progress, start_ticker, stop_ticker
@@ -125,6 +125,7 @@ class Run:
             sandbox.readonly = [str(wt.git_dir), *harness.pythonpath(), *self.prep.reach]
             if harness.store is not None:
                 sandbox.readonly.append(str(harness.store.root))
+            hand_over(self.prep)
         self.gate_env = gate_env
         # builds write the run's environment too (an editable install), never with network
         build_box = dataclasses.replace(sandbox, writable=[*sandbox.writable, str(self.prep.project.root)],
@@ -191,7 +192,7 @@ class Run:
         else:
             self.log.custom("prime_ci.resume", {"entries_before": len(self.resume.session.entries),
                                                 "wall_spent_s": round(self.resume.wall_spent, 3)})
-        await self.bridge.start()
+        await self.bridge.start(self.prep.sandbox.uid if self.prep.sandbox else None)
         await self.child_bridge.start()
         child_env = {k: v for k, v in env.items() if k != "PRIME_CI_BRIDGE"}
         self.family = Family(self.log, self.prep.out, wt, self.budget, self.prep.model,
@@ -208,7 +209,7 @@ class Run:
         self.kernel = Kernel(KernelConfig(cwd=wt.path, env=env, run_dir=wt.root, preload=preload,
                                           snapshot_dir=wt.root / "kernel" / "state",
                                           wrap=self.prep.sandbox.wrap if self.prep.sandbox else None,
-                                          limits=cfg.limits))
+                                          limits=cfg.limits, uid=self.prep.sandbox.uid if self.prep.sandbox else None))
         builder = self.judge.builds
         assert builder is not None
         await builder.start(self.say)
@@ -328,6 +329,8 @@ class Run:
             patch, changed, flags = self._verdict()
             if not cfg.keep_worktree:  # counted in wall_s, and said before the final line
                 await self._clear_worktree()
+            else:
+                take_back(self.prep)
             exit_code = self.stop.reason.exit_code
             if self.stop.reason is StopReason.INTERRUPTED and self.signal_code is not None:
                 exit_code = self.signal_code

@@ -5,8 +5,8 @@ private /tmp, the user's home and the host services' sockets (``/run``) hidden (
 directories mapped back read-only), the worktree and a scratch home writable, the git data and harness
 read-only, a new PID namespace (so the host's ``/proc/<pid>/environ`` with the provider keys is not even
 visible), no network (unix sockets for the bridge still work), a user namespace with no capabilities left
-(as root: uid and gid 65534 inside, still root's on the host, so the host reads and commits what it writes),
-the seccomp filter of ``seccomp.py``, no new privileges, and ``--die-with-parent``. bwrap is launched with
+(uid and gid 65534 inside; as root, an unprivileged uid on the host, ``hostuid``, that owns what the sandbox
+writes), the seccomp filter of ``seccomp.py``, no new privileges, and ``--die-with-parent``. bwrap is launched with
 the scrubbed environment, since ``/proc/1/environ`` inside the sandbox shows the launcher's environment.
 """
 
@@ -14,18 +14,20 @@ from __future__ import annotations
 
 import os
 import platform
+import pwd
 import shlex
 import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from prime_ci.errors import SandboxUnavailable
-from prime_ci.isolation import seccomp
+from prime_ci.isolation import hostuid, seccomp
 
 # Variables that carry no secrets and that tools commonly need.
 SAFE_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "SHELL", "USER", "LOGNAME", "PYTHONHASHSEED",
@@ -58,7 +60,7 @@ HIDDEN = ("/run", "/var/run")
 # /proc/sys/kernel/core_pattern would run a command as root on the host. bwrap covers only what it finds
 # writable itself; the host's copies are bound over the new /proc's, read-only.
 PROC_READONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
-SANDBOX_ID = "65534"  # the uid and gid inside a sandbox started by root (nobody, mapped to root outside)
+SANDBOX_ID = "65534"  # the uid and gid inside the sandbox (nobody): what the host owns shows as 65534 there too
 # The kernel's cells run in a pseudo-terminal: colour and redraws off at the source (what leaks is stripped).
 # Not FORCE_COLOR=0: with NO_COLOR, node warns about the pair on every start. Gates, setup and builds get none
 # of these: they see the environment the project's own CI gives them (some projects test colour handling).
@@ -133,14 +135,22 @@ class Sandbox:
     writable: list[str] = field(default_factory=list)
     readonly: list[str] = field(default_factory=list)
     network: bool = False  # only for trusted setup commands
+    uid: int | None = None  # the unprivileged host uid it runs as (``hostuid``); None: the launcher's own
+
+    def give(self, *paths: Path | str, tree: bool = False) -> None:
+        """Hand ``paths`` (with ``tree``, everything under them) to the uid the sandbox runs as, if it has one."""
+        if self.uid is not None:
+            hostuid.give(self.uid, paths, tree=tree)
 
     def wrap(self, argv: list[str]) -> list[str]:
         program = seccomp.program()
         if program is None:
             raise SandboxUnavailable(f"no seccomp filter for this architecture ({platform.machine()})")
-        home = os.path.expanduser("~")
+        # $HOME and the account's own: a child's host runs with the run's scratch home as $HOME
+        homes = sorted({os.path.expanduser("~"), _account_home()} - {"/", ""})
         # As root, bwrap keeps every capability unless told otherwise, and without a user namespace a cell
-        # could remount / read-write or unmount the private /proc.
+        # could remount / read-write or unmount the private /proc. 65534 inside either way: files the host owns
+        # (root's, unmapped) show as owned by the sandbox's user, so git inside accepts the read-only git dir.
         identity = ["--uid", SANDBOX_ID, "--gid", SANDBOX_ID] if os.geteuid() == 0 else []
         args = [self.bwrap, "--die-with-parent", "--unshare-user", *identity, "--cap-drop", "ALL", "--unshare-pid",
                 *([] if self.network else ["--unshare-net"]), "--unshare-ipc", "--unshare-uts", "--new-session",
@@ -148,31 +158,38 @@ class Sandbox:
         for path in PROC_READONLY:
             if os.path.exists(path):
                 args += ["--ro-bind", path, path]
-        if home not in ("/", ""):
+        for home in homes:
             args += ["--tmpfs", home]
         for hidden in [*_real(p for p in HIDDEN if os.path.isdir(p)), *MASKED]:
             if os.path.isdir(hidden):
                 args += ["--tmpfs", hidden]
         # Real paths: bwrap cannot create a mount point through a symlink inside the private /tmp or home.
-        for path in _interpreter_dirs():
-            args += ["--ro-bind", path, path]
-        for source, target in _kept_from_hidden():
-            args += ["--ro-bind", source, target]
+        mounts = [("--ro-bind", path, path) for path in _interpreter_dirs()]
+        mounts += [("--ro-bind", source, target) for source, target in _kept_from_hidden()]
         binds = [(p, "--ro-bind") for p in _real(self.readonly)] + [(p, "--bind") for p in _real(self.writable)]
         # parents before children (a later bind must not hide an earlier one's child); at the same path the
         # writable bind wins
-        for path, kind in sorted(binds, key=lambda b: (b[0], b[1] == "--bind")):
-            args += [kind, path, path]
-        return [*seccomp.loader(program), *args, "--", *argv]
+        mounts += [(kind, path, path) for path, kind in sorted(binds, key=lambda b: (b[0], b[1] == "--bind"))]
+        opened: list[str] = []
+        for kind, source, target in mounts:
+            if self.uid is None:
+                args += [kind, source, target]
+            else:  # the unprivileged uid may not pass through to it (root's home): the loader stages it as root
+                args += [kind, seccomp.staged(len(opened)), target]
+                opened.append(source)
+        return [*seccomp.loader(program, self.uid, opened), *args, "--", *argv]
 
     def to_json(self) -> dict[str, Any]:
-        return {"bwrap": self.bwrap, "writable": self.writable, "readonly": self.readonly, "network": self.network}
+        return {"bwrap": self.bwrap, "writable": self.writable, "readonly": self.readonly, "network": self.network,
+                "uid": self.uid}
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> Sandbox | None:
         if data is None:
             return None
-        return cls(data["bwrap"], list(data["writable"]), list(data["readonly"]), bool(data.get("network")))
+        uid = data.get("uid")
+        return cls(data["bwrap"], list(data["writable"]), list(data["readonly"]), bool(data.get("network")),
+                   None if uid is None else int(uid))
 
 
 def named_paths(commands: Iterable[str]) -> list[str]:
@@ -221,6 +238,13 @@ def _kept_from_hidden() -> list[tuple[str, str]]:
     return kept
 
 
+def _account_home() -> str:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return ""
+
+
 def _interpreter_dirs() -> list[str]:
     """Where the interpreter and its packages live (mapped back if the home directory hides them)."""
     import prime_ci
@@ -238,24 +262,46 @@ def _real(paths: Iterable[str]) -> list[str]:
     return sorted({os.path.realpath(p) for p in paths})
 
 
-def probe(bwrap: str) -> str | None:
+def probe(bwrap: str, uid: int | None = None) -> str | None:
     """None when a sandbox with every restriction is in force here, else why not: bwrap must run, and the
     process inside must be in a user namespace with no capabilities, no new privileges and the filter, and
-    /proc/sys must be read-only."""
-    try:
-        argv = Sandbox(bwrap).wrap(["/bin/sh", "-c", _PROBE])
-        proc = subprocess.run(argv, env={"PATH": "/usr/bin:/bin"}, capture_output=True, timeout=20, check=False)
-    except SandboxUnavailable as exc:
-        return str(exc)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bwrap could not run: {exc}"
-    if proc.returncode != 0:
-        why = " ".join(proc.stderr.decode(errors="replace").split())[:200]
-        return f"bwrap failed (exit {proc.returncode}): {why}"
-    return isolation_problem(proc.stdout.decode(errors="replace"))
+    /proc/sys must be read-only. With ``uid``: it runs as that host uid, which can write what it was given and
+    reach prime-ci's own interpreter and package."""
+    with tempfile.TemporaryDirectory(prefix="pci-probe-") as tmp:
+        given = Path(tmp) / "w"
+        given.mkdir()
+        if uid is not None:
+            try:
+                hostuid.let_in(uid, tmp)
+                hostuid.give(uid, [given])
+            except OSError as exc:
+                return f"this host does not let files be given to uid {uid} ({exc.strerror})"
+        import prime_ci
+
+        needed = [sys.executable, str(Path(prime_ci.__file__).resolve())]
+        try:
+            argv = Sandbox(bwrap, writable=[str(given)], uid=uid).wrap(["/bin/sh", "-c", _PROBE, "probe", str(given),
+                                                                       *needed])
+            proc = subprocess.run(argv, env={"PATH": "/usr/bin:/bin"}, capture_output=True, timeout=20, check=False)
+        except SandboxUnavailable as exc:
+            return str(exc)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bwrap could not run: {exc}"
+        if proc.returncode != 0:
+            why = " ".join(proc.stderr.decode(errors="replace").split())[:200]
+            return f"bwrap failed (exit {proc.returncode}): {why}"
+        problem = isolation_problem(proc.stdout.decode(errors="replace"))
+        if problem is None and uid is not None:
+            owner = os.lstat(given / "owner").st_uid
+            if owner != uid:
+                return f"what the sandbox writes is owned by uid {owner} on the host, not {uid}"
+        return problem
 
 
+# $1: a directory the sandbox was given (a file is made there); the rest: files it must read
 _PROBE = ("if [ -w /proc/sys/kernel/core_pattern ]; then echo 'ProcSysWritable: 1'; fi; "
+          "given=$1; shift; for f in \"$@\"; do [ -r \"$f\" ] || echo \"Unreadable: $f\"; done; "
+          "(: > \"$given/owner\") 2>/dev/null || echo 'Unwritable: 1'; "
           "exec cat /proc/self/status /proc/self/uid_map")
 
 
@@ -274,24 +320,51 @@ def isolation_problem(report: str) -> str | None:
         return "the seccomp filter is not in force inside the sandbox"
     if "ProcSysWritable" in status:
         return "/proc/sys is writable inside the sandbox"
+    if "Unreadable" in status:
+        return f"{status['Unreadable']} (prime-ci's own) cannot be read inside the sandbox"
+    if "Unwritable" in status:
+        return "the sandbox cannot write what it was given"
     return None
 
 
-def resolve(mode: str, *, writable: list[Path], readonly: list[Path]) -> tuple[Sandbox | None, str, str | None]:
+def resolve(mode: str, *, writable: list[Path], readonly: list[Path], drop: bool = True
+            ) -> tuple[Sandbox | None, str, str | None]:
     """The sandbox for ``--sandbox MODE``, a one-line status for the summary, and a warning for the caller to show
-    (None unless ``auto`` fell back to no sandbox).
+    (None unless ``auto`` settled for less).
 
-    ``on`` fails closed (SandboxUnavailable, exit 5); ``auto`` falls back to no sandbox and says why.
+    ``on`` fails closed (SandboxUnavailable, exit 5); ``auto`` falls back to no sandbox and says why. As root
+    (and with ``drop``), the sandbox runs as an unprivileged host uid (``hostuid``): where that cannot be had,
+    ``on`` fails closed and ``auto`` keeps root's uid on the host, saying so.
     """
     if mode == "off":
         return None, "off (--sandbox off)", None
     bwrap = bwrap_binary()
-    problem = "bubblewrap (bwrap) not found" if bwrap is None else probe(bwrap)
-    if problem is not None:
-        if mode == "on":
-            raise SandboxUnavailable(f"--sandbox on: the sandbox cannot be set up: {problem}")
-        return None, f"off (auto: {problem})", f"running without the sandbox (--sandbox auto): {problem}"
-    assert bwrap is not None
-    sandbox = Sandbox(bwrap, [str(p) for p in writable], [str(p) for p in readonly])
-    return sandbox, ("on (bubblewrap: no network, read-only host, private /tmp, PID and user namespaces, "
-                     "no capabilities, seccomp)"), None
+    if bwrap is None:
+        return _unavailable(mode, "bubblewrap (bwrap) not found")
+    uid, as_root = None, None  # as_root: why the sandbox keeps root's uid on the host
+    if drop and os.geteuid() == 0:
+        try:
+            uid = hostuid.uid()
+        except hostuid.UidUnavailable as exc:
+            as_root = str(exc)
+        else:
+            as_root = probe(bwrap, uid)
+        if as_root is not None:
+            uid = None
+    if uid is None and (problem := probe(bwrap)) is not None:  # what is wrong with the sandbox itself comes first
+        return _unavailable(mode, problem)
+    if as_root is not None and mode == "on":
+        raise SandboxUnavailable(f"--sandbox on: sandboxed code cannot run as an unprivileged uid: {as_root}")
+    sandbox = Sandbox(bwrap, [str(p) for p in writable], [str(p) for p in readonly], uid=uid)
+    status = ("on (bubblewrap: no network, read-only host, private /tmp, PID and user namespaces, no capabilities, "
+              "seccomp" + (f", host uid {uid})" if uid is not None else ")"))
+    if as_root is None:
+        return sandbox, status, None
+    return (sandbox, f"{status}; root's uid on the host: {as_root}",
+            f"the sandbox keeps root's uid on the host (--sandbox auto): {as_root}")
+
+
+def _unavailable(mode: str, problem: str) -> tuple[None, str, str]:
+    if mode == "on":
+        raise SandboxUnavailable(f"--sandbox on: the sandbox cannot be set up: {problem}")
+    return None, f"off (auto: {problem})", f"running without the sandbox (--sandbox auto): {problem}"

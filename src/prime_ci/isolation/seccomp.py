@@ -18,6 +18,7 @@ import errno
 import platform
 import struct
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 _LD_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS: load the 32-bit word at offset k of struct seccomp_data
@@ -100,12 +101,69 @@ LOADER = (
     "import os, signal, sys\n"
     "signal.signal(signal.SIGPIPE, signal.SIG_DFL)\n"
     "signal.signal(signal.SIGXFSZ, signal.SIG_DFL)\n"
+    "def fail(why):\n"
+    "    sys.stderr.write(f'prime-ci: {why}\\n')\n"
+    "    sys.exit(126)\n"
+    "args, paths, uid = sys.argv[1:], [], None\n"
+    "while args[0].startswith(('uid=', 'open=')):\n"
+    "    key, _, value = args.pop(0).partition('=')\n"
+    "    if key == 'uid':\n"
+    "        uid = int(value)\n"
+    "    else:\n"
+    "        paths.append(value)\n"
+    "try:\n"
+    "    exe = os.open(args[1], os.O_RDONLY)\n"
+    "except OSError as e:\n"
+    "    fail(f'cannot run {args[1]}: {e.strerror}')\n"
+    "os.set_inheritable(exe, True)\n"
+    "if paths:\n"
+    "    import ctypes\n"
+    "    libc = ctypes.CDLL(None, use_errno=True)\n"
+    "    def mount(source, target, kind, flags, data):\n"
+    "        if libc.mount(source.encode(), target.encode(), kind, flags, data) != 0:\n"
+    "            fail(f'cannot mount {target}: {os.strerror(ctypes.get_errno())}')\n"
+    "    if libc.unshare(0x20000) != 0:\n"
+    "        fail(f'cannot make a mount namespace: {os.strerror(ctypes.get_errno())}')\n"
+    "    mount('none', '/', None, 0x44000, None)\n"
+    "    fds = []\n"
+    "    for path in paths:\n"
+    "        try:\n"
+    "            fds.append(os.open(path, os.O_PATH))\n"
+    "        except OSError as e:\n"
+    "            fail(f'cannot open {path}: {e.strerror}')\n"
+    "    mount('tmpfs', '/tmp', b'tmpfs', 0x6, b'mode=0755')\n"
+    "    for i, fd in enumerate(fds):\n"
+    "        source, target = f'/proc/self/fd/{fd}', f'/tmp/{i}'\n"
+    "        if os.path.isdir(source):\n"
+    "            os.mkdir(target)\n"
+    "        else:\n"
+    "            os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o644))\n"
+    "        mount(source, target, None, 0x5000, None)\n"
+    "        os.close(fd)\n"
+    "if uid is not None:\n"
+    "    try:\n"
+    "        os.setgroups([])\n"
+    "        os.setresgid(uid, uid, uid)\n"
+    "        os.setresuid(uid, uid, uid)\n"
+    "    except OSError as e:\n"
+    "        fail(f'cannot run as uid {uid}: {e.strerror}')\n"
     "r, w = os.pipe()\n"
-    "os.write(w, bytes.fromhex(sys.argv[1]))\n"
+    "os.write(w, bytes.fromhex(args[0]))\n"
     "os.close(w)\n"
     "os.set_inheritable(r, True)\n"
-    "os.execv(sys.argv[2], [sys.argv[2], '--seccomp', str(r), *sys.argv[3:]])\n"
+    "try:\n"
+    "    os.execve(exe, [args[1], '--seccomp', str(r), *args[2:]], os.environ)\n"
+    "except OSError as e:\n"
+    "    fail(f'cannot run {args[1]}: {e.strerror}')\n"
 )
+# The loader mounts what it opened (``staged``) on its own /tmp, in a mount namespace of its own (the sandbox has
+# a private /tmp over it), and so runs bwrap from a descriptor it opened before: bwrap may live under /tmp.
+
+
+def staged(index: int) -> str:
+    """Where the loader puts the ``index``th of the paths it opened, for bwrap to bind from."""
+    return f"/tmp/{index}"
+
 
 _Op = tuple[int, int | str, int | str, int]
 
@@ -156,6 +214,10 @@ def _assemble(ops: list[_Op | str]) -> bytes:
                     for pc, (c, jt, jf, k) in enumerate(code))
 
 
-def loader(filter_program: bytes) -> list[str]:
-    """The argv prefix, placed before bwrap's own argv, that gives bwrap ``--seccomp FD``."""
-    return [sys.executable, "-I", "-S", "-c", LOADER, filter_program.hex()]
+def loader(filter_program: bytes, uid: int | None = None, opened: Sequence[str] = ()) -> list[str]:
+    """The argv prefix, placed before bwrap's own argv, that gives bwrap ``--seccomp FD``. As root it can first
+    stage ``opened`` (``staged(N)`` is the Nth, in a mount namespace of the loader's own: bwrap resolves every
+    bind source by path, and the unprivileged uid may not pass through to it, under root's home) and then, with
+    ``uid``, become that uid and gid on the host with no supplementary groups (``hostuid``)."""
+    return [sys.executable, "-I", "-S", "-c", LOADER, *([f"uid={uid}"] if uid is not None else []),
+            *(f"open={path}" for path in opened), filter_program.hex()]

@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from prime_ci.isolation import hostuid
+
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
 
@@ -62,8 +64,12 @@ class Bridge:
     def register(self, op: str, handler: Handler) -> None:
         self._handlers[op] = handler
 
-    async def start(self) -> None:
+    async def start(self, owner: int | None = None) -> None:
+        """Serve the socket; with ``owner`` (the sandbox's unprivileged uid), its directory and the socket are
+        that uid's, so that a kernel running as it can connect."""
         self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=MAX_REQUEST)
+        if owner is not None:
+            hostuid.give(owner, [self._dir, self.path])
 
     async def close(self) -> None:
         if self._server is not None:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prime_ci.isolation import hostuid
 from prime_ci.isolation.box import Box, run_of
 from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.procs import kill_box
@@ -53,6 +54,7 @@ class KernelConfig:
     python: str = sys.executable
     snapshot_dir: Path | None = None  # user variables saved here after each cell, restored after a restart
     limits: Limits = field(kw_only=True)  # of each kernel generation's box: the run's
+    uid: int | None = None  # the sandbox's unprivileged host uid: it must read the connection file
 
 
 @dataclass
@@ -69,6 +71,8 @@ def launch(config: KernelConfig, generation: int) -> Launched:
     kdir.mkdir(parents=True, exist_ok=True)
     conn = kdir / f"kernel-{generation}.json"
     write_connection_file(conn, kdir / f"k{generation}")
+    if config.uid is not None:
+        hostuid.give(config.uid, [kdir, conn])
     log_path = kdir / "kernel.log"
     argv = [
         config.python, "-c", LAUNCHER, "-f", str(conn),
