@@ -26,13 +26,13 @@ def main(spec_path: Path) -> int:
     from prime_ci.isolation.box import RUN_VAR
     from prime_ci.isolation.limits import Limits
     from prime_ci.isolation.sandbox import Sandbox
-    from prime_ci.kernel.bridge import run_dir
+    from prime_ci.kernel.bridge import run_dir, socket_base
     from prime_ci.kernel.launch import KernelConfig, launch
 
     spec = json.loads(spec_path.read_text())
     spec["token"] = secret
     marker = os.environ.get(RUN_VAR, "")
-    bridge_dir = run_dir(marker) if marker else Path(tempfile.mkdtemp(prefix="pci-"))
+    bridge_dir = run_dir(marker) if marker else Path(tempfile.mkdtemp(prefix="pci-", dir=socket_base()))
     scratch = Path(spec["scratch"])
     scratch.mkdir(parents=True, exist_ok=True)
     sandbox = Sandbox.from_json(spec.get("sandbox"))

@@ -57,6 +57,7 @@ def export_prime_agent(out: Path, dest: Path) -> list[Path]:
     exported = {"root": _Exported(root_id, dest / "sessions" / f"{root_id}.jsonl", artifacts)}
     writes: list[tuple[Path, bytes]] = [(exported["root"].file, root_path.read_bytes())]
     registries: dict[Path, list[dict[str, Any]]] = {}
+    sources: dict[str, Path] = {}
     for entry in root.entries:  # spawn order: a parent is always spawned before its children
         data = entry.get("data") if entry.get("customType") == "prime_ci.child" else None
         if not isinstance(data, dict) or data.get("event") != "spawned":
@@ -65,8 +66,12 @@ def export_prime_agent(out: Path, dest: Path) -> list[Path]:
         rlm_id = _plain(data.get("rlm_child_id"), "rlm_child_id", root_path)
         name = _plain(Path(str(data.get("session_dir", ""))).name, "child session directory", root_path)
         source = out / "children" / name / "session.jsonl"
-        if parent is None or not source.is_file() or rlm_id in exported:
+        if parent is None or not source.is_file() or sources.get(rlm_id) == source:
             continue  # a child that never started writes no session; one logged twice is exported once
+        if rlm_id in sources:  # two children with one id: Prime Agent keeps one session per sub-agent directory
+            raise ConfigError(f"export: {root_path}: two sessions would both be sub-agent {rlm_id}; "
+                              "nothing was exported")
+        sources[rlm_id] = source
         child = read_session(source)
         child_id = _plain(child.header.get("id") or rlm_id, "session id", source)
         mine = exported[rlm_id] = _Exported(child_id, parent.dir / rlm_id / f"{child_id}.jsonl", parent.dir / rlm_id)

@@ -24,19 +24,35 @@ from prime_ci.isolation import hostuid
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
 
+# a unix socket's path is capped at 107 bytes; the longest we make under the base is
+# "/pci-xxxxxxxx-" + mkdtemp's 8 characters + "/bridge.sock"
+_SOCKET_PATH_MAX = 107
+_UNDER_BASE = len("/pci-xxxxxxxx-") + 8 + len("/bridge.sock")
+_SHORT_BASE = "/tmp"
+
+
 def _run_prefix(marker: str) -> str:
-    return f"pci-{hashlib.sha256(marker.encode()).hexdigest()[:8]}-"  # short: unix sockets are capped at 108 bytes
+    return f"pci-{hashlib.sha256(marker.encode()).hexdigest()[:8]}-"
+
+
+def socket_base() -> Path:
+    """The directory bridges' socket directories go in: the temp directory, unless its path is too long for a
+    socket under it (a deep ``TMPDIR``), then ``/tmp``."""
+    temp = tempfile.gettempdir()
+    if len(temp.encode()) + _UNDER_BASE <= _SOCKET_PATH_MAX:
+        return Path(temp)
+    return Path(_SHORT_BASE)
 
 
 def run_dir(marker: str) -> Path:
     """A new private directory for a bridge's socket, named after the run whose marker is ``marker``, so that
     ``remove_run_dirs`` finds it after the run was killed."""
-    return Path(tempfile.mkdtemp(prefix=_run_prefix(marker)))
+    return Path(tempfile.mkdtemp(prefix=_run_prefix(marker), dir=socket_base()))
 
 
 def remove_run_dirs(marker: str) -> int:
-    """Remove the bridge directories a (killed) run left in the temp directory; returns how many."""
-    found = list(Path(tempfile.gettempdir()).glob(_run_prefix(marker) + "*"))
+    """Remove the bridge directories a (killed) run left; returns how many."""
+    found = list(socket_base().glob(_run_prefix(marker) + "*"))
     for path in found:
         shutil.rmtree(path, ignore_errors=True)
     return len(found)
@@ -55,7 +71,7 @@ class Bridge:
         """``directory``: an empty private directory for the socket (removed on close), else a new temp dir;
         ``peer``: every request carries the calling process's id under ``PEER``."""
         self.peer = peer
-        self._dir = directory or Path(tempfile.mkdtemp(prefix="pci-"))  # short: unix sockets are capped at 108 bytes
+        self._dir = directory or Path(tempfile.mkdtemp(prefix="pci-", dir=socket_base()))
         self.path = self._dir / "bridge.sock"
         self._handlers: dict[str, Handler] = {}
         self._server: asyncio.AbstractServer | None = None

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 from pathlib import Path
 
 from conftest import PRIME_CI, wait_for_chat
@@ -17,8 +19,14 @@ from test_resume import counting_script
 
 
 def test_resume_sweeps_what_the_killed_run_left(tmp_path: Path, buggy_repo: Path) -> None:
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    tmp = Path(tempfile.mkdtemp(prefix="t", dir="/tmp"))  # short enough for the bridges' sockets to go in it
+    try:
+        _kill_and_resume(tmp, tmp_path, buggy_repo)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _kill_and_resume(tmp: Path, tmp_path: Path, buggy_repo: Path) -> None:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("PRIME_CI_")}, "OPENAI_API_KEY": "sk-test",
            "TMPDIR": str(tmp)}
     out = tmp_path / "out"

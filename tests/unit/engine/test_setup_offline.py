@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUGGY, make_repo, run_prime, wait_until
-from prime_ci.engine.environment import project_vars, run_setup
+from prime_ci.engine.environment import hand_over, project_vars, run_setup
 from prime_ci.engine.prepare import Prepared, prepare
 from prime_ci.engine.setup import OFFLINE_HINT, from_tables
 from prime_ci.errors import ConfigError
@@ -101,6 +101,8 @@ def _run_setup(prep: Prepared) -> tuple[list[str], str | None, list[bool]]:
     prep.sandbox.writable = [str(wt.path), str(wt.root / "home")]
     prep.sandbox.readonly = [str(wt.git_dir), *prep.reach]
     env = scrubbed_env(wt.root / "home", [], project_vars(prep, {}, skills=False))
+    (wt.root / "kernel").mkdir(exist_ok=True)
+    hand_over(prep)  # as root, the sandbox's own uid owns what setup writes, as in a run
     said: list[str] = []
     outcomes, hint = asyncio.run(run_setup(prep, env, said.append))
     return said, hint, [o.passed for o in outcomes]
