@@ -27,16 +27,16 @@ from prime_ci.engine.prompt import base_prompt
 from prime_ci.engine.resume import ResumeState
 from prime_ci.engine.setup import SetupOutcome, failure_detail
 from prime_ci.engine.stops import SIGTERM_EXIT, Stop, StopReason
+from prime_ci.engine.verdict import settle
 from prime_ci.errors import KernelLost, ModelError, PersistenceError
-from prime_ci.gates import protect
 from prime_ci.gates.builds import Builder
 from prime_ci.gates.judge import Judge, time_to_green
 from prime_ci.gates.junit import ended, github_annotations
-from prime_ci.isolation import procs, redact
+from prime_ci.isolation import procs
 from prime_ci.isolation.box import RUN_VAR, run_needle
 from prime_ci.isolation.sandbox import colour_off, scrubbed_env
 from prime_ci.isolation.untrusted import clean_terminal_text, fence
-from prime_ci.isolation.worktree import DIRTY_SHOWN, GitError, is_url
+from prime_ci.isolation.worktree import DIRTY_SHOWN, is_url
 from prime_ci.kernel.api import PRELOAD
 from prime_ci.kernel.bridge import Bridge, run_dir
 from prime_ci.kernel.client import CellResult, Kernel, KernelConfig
@@ -298,7 +298,7 @@ class Run:
         cfg = self.prep.cfg
         try:
             await self._teardown()
-            patch, changed, flags = self._verdict()
+            patch, changed, flags, self.stop = settle(self.prep, self.judge, self.stop)
             if not cfg.keep_worktree:  # counted in wall_s, and said before the final line
                 await self._clear_worktree()
             exit_code = self.stop.reason.exit_code
@@ -338,28 +338,6 @@ class Run:
         await self.child_bridge.close()
         if leftovers := procs.sweep(run_needle(self.marker)):
             self.say(f"killed {leftovers} leftover process(es) of this run")
-
-    def _verdict(self) -> tuple[str, list[str], list[str]]:
-        """The patch, the changed files and flags; a secret or protected path in the diff is a security stop."""
-        cfg, wt = self.prep.cfg, self.prep.worktree
-        flags: list[str] = []
-        try:
-            patch, changed = wt.diff()
-            hidden = self.judge.builds.hidden() if self.judge.builds else []
-        except GitError as exc:
-            patch, changed, hidden = "", [], []
-            flags.append(f"diff unavailable: {exc}")
-            if self.stop.reason is StopReason.COMPLETED:  # a verdict without its patch is never a success
-                self.stop = Stop(StopReason.PERSISTENCE_ERROR, f"the patch could not be produced: {exc}")
-        verdict = protect.check(wt, changed, cfg.gates_file, cfg.allow_protected, hidden)
-        flags += verdict.flags()
-        if redact.contains_secret(patch) and self.stop.reason is not StopReason.INTERRUPTED:
-            self.stop = Stop(StopReason.SECURITY_STOP, "a registered secret (or an encoding of one) is in the patch")
-        elif verdict.protected and self.stop.reason is not StopReason.INTERRUPTED:
-            self.stop = Stop(StopReason.SECURITY_STOP, "protected paths changed: " + ", ".join(verdict.protected[:10]))
-        elif self.stop.reason is StopReason.COMPLETED and cfg.require_changes and not changed:
-            self.stop = Stop(StopReason.NO_CHANGES, "--require-changes and the diff is empty")
-        return patch, changed, flags
 
     def _result(self, exit_code: int, changed: list[str], flags: list[str]) -> dict[str, Any]:
         cfg, wt = self.prep.cfg, self.prep.worktree
