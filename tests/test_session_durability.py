@@ -25,7 +25,8 @@ import pytest
 
 from conftest import wait_until
 from prime_ci.errors import LogCorruptError, PersistenceError
-from prime_ci.session.log import SALVAGE_TYPE, SessionLog, process_start_time, read_session, read_side_file
+from prime_ci.session.lock import process_start_time
+from prime_ci.session.log import SALVAGE_TYPE, SessionLog, read_session, read_side_file
 
 WRITER = r"""
 import hashlib, os, random, sys

@@ -283,7 +283,6 @@ class Agent:
                        "it was not run (the call above shows only the part that arrived). Send a shorter cell: "
                        "write long files in parts over several cells.")
         if code is None:
-            self._malformed += 1
             self._tool_result(first, f"Error: {problem}", is_error=True)
         else:
             self._malformed = 0
@@ -299,18 +298,21 @@ class Agent:
         for call in extra:
             self._tool_result(call, "Error: only one tool call per turn is executed; this one was not run.",
                               is_error=True)
-        if self._malformed >= MAX_MALFORMED:
-            return Stop(StopReason.MODEL_ERROR, f"{endpoint(self.model)}: {MAX_MALFORMED} malformed tool calls in a "
-                        f"row (the last: {problem[:160]})")
-        return None
+        return self._malformed_stop("malformed tool calls in a row", problem) if code is None else None
+
+    def _malformed_stop(self, what: str, last: str) -> Stop | None:
+        """Count one more unusable reply in a row; the limit of them is a model error."""
+        self._malformed += 1
+        if self._malformed < MAX_MALFORMED:
+            return None
+        return Stop(StopReason.MODEL_ERROR, f"{endpoint(self.model)}: {MAX_MALFORMED} {what} (the last: "
+                    f"{last[:160]})")
 
     def _unreadable(self, reply: ModelReply) -> Stop | None:
         """The server generated a reply it could not read (llama.cpp's 500 on a tool call cut off at the completion
         cap): tell the model, which then writes a different reply; a run of them is a model error."""
-        self._malformed += 1
-        if self._malformed >= MAX_MALFORMED:
-            return Stop(StopReason.MODEL_ERROR, f"{endpoint(self.model)}: {MAX_MALFORMED} replies in a row the "
-                        f"server could not read (the last: {reply.errors[-1][:160]})")
+        if (stop := self._malformed_stop("replies in a row the server could not read", reply.errors[-1])) is not None:
+            return stop
         self.say("prime_ci.unreadable_reply",
                  "The model server could not read your last reply, so nothing of it was run "
                  f"({reply.errors[-1][:200]}). It was most likely cut off at the completion token limit in the "

@@ -75,7 +75,6 @@ def admit(cfg: RunConfig, wt: Worktree, repo_keys: set[str], warn: Warn) -> RunC
     return cfg.model_copy(update=update)
 
 
-
 def _named_entries(items: list[str | dict[str, Any]], kind: str,
                    names_of: Callable[[str | dict[str, Any]], set[str]],
                    ignored: Callable[[str, object], None]) -> list[str | dict[str, Any]]:
@@ -95,6 +94,7 @@ def _named_entries(items: list[str | dict[str, Any]], kind: str,
         taken |= these
         kept.append(item)
     return kept
+
 
 def _outside(root: Path, name: str) -> str | None:
     """Why ``name`` is not a path inside the worktree (symlinks followed), or None."""
