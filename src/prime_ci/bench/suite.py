@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from prime_ci.errors import ConfigError
 from prime_ci.isolation.parse import json_loads, toml_loads
+from prime_ci.isolation.paths import inside_any
 from prime_ci.isolation.worktree import is_url
 
 ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -180,7 +181,7 @@ def _task(path: Path, index: int, row: dict[str, Any], base: Path, roots: list[P
         value = getattr(task, key)
         if value and "\n" not in value and not Path(value).is_file():
             raise ConfigError(f"suite {path}: task {task.id}: {key} not found: {value}")
-    if task.task_file and not any(Path(task.task_file).resolve().is_relative_to(r) for r in roots):
+    if task.task_file and not inside_any(roots, task.task_file, resolve=True):
         raise ConfigError(f"suite {path}: task {task.id}: task_file {task.task_file} is outside the suite's "
                           f"directory {base} (its text is sent to the model): move it there, or allow its "
                           "directory with --task-files-from DIR")

@@ -14,6 +14,7 @@ from prime_ci.durations import parse_duration
 from prime_ci.errors import ConfigError
 from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.parse import toml_loads
+from prime_ci.isolation.paths import relative_name
 from prime_ci.model import table
 from prime_ci.model.usage import UserPrice
 
@@ -146,7 +147,7 @@ def _repo_problem(norm: str, value: Any) -> str | None:
         return "sandbox.read must be a list of paths"
     if norm in ("sandbox_ro", "gates_file") and isinstance(value, list):
         for p in value:
-            if not isinstance(p, str) or not p or p.startswith(("/", "~")) or ".." in Path(p).parts:
+            if not isinstance(p, str) or p.startswith("~") or not relative_name(p):
                 return f"{p!r}: repository settings may only name paths inside the worktree"
     try:
         RunConfig.model_validate({norm: value})

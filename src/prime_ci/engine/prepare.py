@@ -21,6 +21,7 @@ from prime_ci.gates.specs import BuildSpec, builds_from_texts, collect_builds
 from prime_ci.harness.run import HarnessRun
 from prime_ci.isolation import limits, projenv
 from prime_ci.isolation import sandbox as sandbox_mod
+from prime_ci.isolation.paths import inside, inside_any
 from prime_ci.isolation.projenv import ProjectEnv
 from prime_ci.isolation.sandbox import Sandbox
 from prime_ci.isolation.worktree import Worktree, create_worktree, is_url, resolve_ref
@@ -117,7 +118,7 @@ def reuse_node_modules(wt: Worktree) -> list[str]:
     entries = [e for e in real.iterdir() if not e.name.startswith("@")]
     entries += [e for scope in real.glob("@*") if scope.is_dir() for e in scope.iterdir()]
     targets = {str(e.resolve()) for e in entries if e.is_symlink() and e.exists()}
-    return [str(real), *sorted(t for t in targets if not Path(t).is_relative_to(real))]
+    return [str(real), *sorted(t for t in targets if not inside(real, t, resolve=False))]
 
 
 def project_env(cfg: RunConfig, wt: Worktree) -> ProjectEnv:
@@ -158,7 +159,7 @@ def load_setup(cfg: RunConfig, wt: Worktree, *, repository_setup: bool, warn: Ca
 def _from_repository(wt: Worktree, path: Path) -> bool:
     """Whether a file read at ``path`` is the repository's text: in the worktree's directory or in REPO."""
     places = [wt.root] if is_url(wt.source) else [wt.root, Path(wt.source)]
-    return any(path.resolve().is_relative_to(place.resolve()) for place in places)
+    return inside_any(places, path, resolve=True)
 
 
 def reach_paths(cfg: RunConfig, wt: Worktree, commands: list[str], project: ProjectEnv) -> list[str]:
@@ -194,10 +195,9 @@ def _inside(root: Path, name: str) -> Path:
     path = Path(name)
     if path.is_absolute():
         return path
-    resolved = (root / path).resolve()
-    if not resolved.is_relative_to(root.resolve()):
+    if not inside(root, path, resolve=True):
         raise ConfigError(f"--gates-file: {name} points outside the repository")
-    return resolved
+    return (root / path).resolve()
 
 
 def prepare_resume(

@@ -19,6 +19,7 @@ from prime_ci.errors import ConfigError
 from prime_ci.gates.runner import gates_from_commands, load_gate_files, load_gate_files_from_ref
 from prime_ci.gates.specs import collect_builds
 from prime_ci.isolation import projenv
+from prime_ci.isolation.paths import inside
 from prime_ci.isolation.worktree import Worktree, read_file_at, resolve_ref
 
 
@@ -101,7 +102,7 @@ def _outside(root: Path, name: str) -> str | None:
     path = root / name
     if not path.exists():
         return "not found in the worktree"
-    if not path.resolve().is_relative_to(root.resolve()):
+    if not inside(root, name, resolve=True):
         return "it leads outside the worktree"
     return None
 

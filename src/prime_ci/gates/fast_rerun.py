@@ -24,6 +24,7 @@ from prime_ci.gates.rerun_commands import ASSIGNMENT, PYTHON, SHELL_SPECIAL, Rer
 from prime_ci.gates.runner import GateResult, run_gate
 from prime_ci.gates.specs import GateSpec
 from prime_ci.isolation.limits import Limits
+from prime_ci.isolation.paths import inside, relative_name
 
 MAX_TESTS = 50
 
@@ -222,10 +223,8 @@ def _node_id(test: str, root: Path) -> str | None:
 
 
 def _inside(root: Path, rel: str) -> bool:
-    if not rel or ".." in Path(rel).parts or Path(rel).is_absolute():
-        return False
-    target = root / rel
-    return target.is_file() and target.resolve().is_relative_to(root.resolve())
+    """A test file the host may name to the runner: a relative name, a file whose target is in ``root``."""
+    return relative_name(rel) and (root / rel).is_file() and inside(root, rel, resolve=True)
 
 
 def failing_ids(result: GateResult, root: Path, *, node_ids: bool) -> list[str]:
@@ -290,9 +289,8 @@ class FastRerun:
 
 
 def _exists(root: Path, rel: str) -> bool:
-    if ".." in Path(rel).parts or Path(rel).is_absolute():
-        return False
-    return (root / rel).exists()
+    """Only a name handed to the sandboxed runner: checked as written (the host reads nothing there)."""
+    return relative_name(rel) and (root / rel).exists()
 
 
 def plan_rerun(spec: GateSpec, result: GateResult, root: Path) -> FastRerun | None:

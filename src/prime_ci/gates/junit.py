@@ -6,7 +6,6 @@ Also holds the small helpers (middle clipping, stack-frame locations) that :mod:
 
 from __future__ import annotations
 
-import contextlib
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ import junit_xml
 
 from prime_ci.artifacts import durable
 from prime_ci.durations import format_duration
+from prime_ci.isolation.paths import relative_inside
 from prime_ci.isolation.untrusted import strip_ansi
 
 if TYPE_CHECKING:
@@ -97,8 +97,8 @@ def relative(path: str, bases: tuple[Path, ...]) -> str:
     path = path.removeprefix("file://")
     if path.startswith("/"):
         for base in bases:
-            with contextlib.suppress(ValueError):
-                return str(Path(path).relative_to(base))
+            if (rel := relative_inside(base, path)) is not None:
+                return str(rel)
     return path.removeprefix("./")
 
 
@@ -288,12 +288,10 @@ def repository_path(path: str | None, root: Path | None) -> str | None:
         return None
     path = path.removeprefix("file://")
     if path.startswith("/"):
-        if root is None:
+        rel = None if root is None else relative_inside(root, path)
+        if rel is None:
             return None
-        try:
-            path = str(Path(path).relative_to(root))
-        except ValueError:
-            return None
+        path = str(rel)
     parts = [p for p in path.split("/") if p not in ("", ".")]
     return "/".join(parts) if parts and ".." not in parts else None
 

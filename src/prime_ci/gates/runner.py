@@ -34,6 +34,7 @@ from prime_ci.gates.junit import (
 from prime_ci.gates.specs import GateSpec, gates_from_commands, load_gate_files, load_gate_files_from_ref
 from prime_ci.isolation.box import Box, run_of
 from prime_ci.isolation.limits import Events, Limits, human, reason
+from prime_ci.isolation.paths import inside
 from prime_ci.isolation.procs import kill_tree, send_signal
 from prime_ci.isolation.redact import StreamRedactor
 from prime_ci.isolation.untrusted import TerminalBytes
@@ -189,7 +190,7 @@ def _read_junit(spec: GateSpec, cwd: Path, before: tuple[int, int, int] | None) 
     if after is None or after == before:
         return []  # not written by this attempt: a stale report must not be reported
     resolved = path.resolve()
-    if not resolved.is_relative_to(cwd.resolve()) or not resolved.is_file() or after[2] > MAX_JUNIT_BYTES:
+    if not inside(cwd, resolved, resolve=True) or not resolved.is_file() or after[2] > MAX_JUNIT_BYTES:
         return []
     try:
         return parse_junit_failures(resolved, cwd=cwd)

@@ -13,6 +13,7 @@ from prime_ci.durations import parse_duration
 from prime_ci.errors import ConfigError
 from prime_ci.gates.naming import command_word
 from prime_ci.isolation.parse import toml_loads
+from prime_ci.isolation.paths import relative_name
 from prime_ci.isolation.worktree import read_file_at
 
 DEFAULT_TIMEOUT = 600.0
@@ -60,7 +61,7 @@ class GateSpec(BaseModel):
     @field_validator("junit")
     @classmethod
     def _junit(cls, value: str | None) -> str | None:
-        if value is not None and (not value or value.startswith("/") or ".." in Path(value).parts):
+        if value is not None and not relative_name(value):
             raise ValueError("must be a path inside the worktree (relative, no '..')")
         return value
 

@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 
 from prime_ci.artifacts import durable
 from prime_ci.harness.store import ChangeSet, HarnessError
+from prime_ci.isolation.paths import relative_name
 from prime_ci.isolation.worktree import git
 
 ZERO = "0" * 40
@@ -52,7 +53,7 @@ def proposal_branch(branch: str, run_id: str) -> str:
 
 def _safe_rel(path: str) -> PurePosixPath:
     rel = PurePosixPath(path)
-    if rel.is_absolute() or not rel.parts or any(p in ("", ".", "..", ".git") for p in rel.parts):
+    if not relative_name(path) or not rel.parts or ".git" in rel.parts:
         raise HarnessError(f"unsafe path in harness branch: {path!r}")
     return rel
 

@@ -20,6 +20,7 @@ from prime_ci.harness.prompt import prompt_section, subagent_spec
 from prime_ci.harness.refine import refine
 from prime_ci.harness.skills import Skill, discover, kernel_preload, kernel_pythonpath
 from prime_ci.harness.store import ChangeSet, HarnessError, HarnessStore
+from prime_ci.isolation.paths import inside
 from prime_ci.isolation.worktree import Worktree
 from prime_ci.kernel.bridge import Handler, Refused
 from prime_ci.model.providers import Model
@@ -59,7 +60,7 @@ class HarnessRun:
                 if any(root.iterdir()):
                     raise ConfigError(f"--harness {root}: must be empty when loading --harness-branch {branch}")
                 load_branch(repo_git_dir, branch, root)
-        if root is not None and root.resolve().is_relative_to(wt.path.resolve()):
+        if root is not None and inside(wt.path, root, resolve=True):
             raise ConfigError("--harness may not point inside the worktree under review")
         if root is not None:
             root.mkdir(parents=True, exist_ok=True)

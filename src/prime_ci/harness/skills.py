@@ -17,6 +17,7 @@ from pathlib import Path
 
 from prime_ci.harness.frontmatter import one_line, parse_frontmatter
 from prime_ci.harness.store import NAME_RE
+from prime_ci.isolation.paths import inside
 
 # In a wheel this is a real directory; in a source checkout a symlink to the top-level skills/.
 BUILTIN_DIR = Path(__file__).parents[1] / "builtin_skills"
@@ -85,7 +86,7 @@ def _scan(root: Path, origin: str, worktree: Path | None, warnings: list[str]) -
     for skill_dir in sorted(root.iterdir()):
         if skill_dir.name.startswith(".") or not (skill_dir / "SKILL.md").is_file():
             continue
-        if worktree is not None and skill_dir.resolve().is_relative_to(worktree.resolve()):
+        if worktree is not None and inside(worktree, skill_dir, resolve=True):
             warnings.append(f"skill {skill_dir.name!r} ({skill_dir}): skipped, it lies inside the worktree")
             continue
         skill = _load(skill_dir, origin, warnings)

@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from prime_ci.isolation.paths import relative_inside
+
 _CONTROLLERS = ("pids", "memory")
 # the file holding each controller's limit (v2's or v1's) and a value that sets no limit, for the probe
 LIMIT_FILES = {"pids": (("pids.max", "max"),), "memory": (("memory.max", "max"), ("memory.limit_in_bytes", "-1"))}
@@ -72,9 +74,8 @@ def _mounts() -> list[tuple[str, Path, str, set[str]]]:
 
 
 def _own_path(root: str, mount: Path, cgroup: str) -> Path | None:
-    if cgroup != root and not cgroup.startswith(root.rstrip("/") + "/"):
-        return None
-    return mount / cgroup[len(root):].lstrip("/")
+    rel = relative_inside(root, cgroup)
+    return None if rel is None else mount / rel
 
 
 def _discover() -> list[Hierarchy]:

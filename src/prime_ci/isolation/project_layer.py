@@ -26,6 +26,7 @@ _applied: list[bool] = []
 
 
 def _under(path: str, root: str) -> bool:
+    # paths.inside(..., resolve=False) without the import: this file runs in the project's interpreter
     return path == root or path.startswith(root + os.sep)
 
 
