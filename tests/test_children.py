@@ -224,3 +224,17 @@ def test_isolated_worktrees_do_not_clobber(tmp_path: Path, buggy_repo: Path, ser
     assert "rlm/left # written by left" in final and "rlm/right # written by right" in final
     assert "MINE def add(a, b):" in final
     assert sorted(c["branch"] for c in run.result["children"]) == ["rlm/left", "rlm/right"]
+
+
+def test_a_childs_spec_is_redacted_when_written(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:
+    """spec.json goes through the one durable writer, redacted when written (not only by the sweep at the end):
+    a credential in the task the root hands over never reaches the child host, nor its model requests."""
+    server.route(contains("check the spec"), [reply("child done")])
+    server.add(ipython("h = await rlm('check the spec sk-test-canary', name='speccheck')\nprint(h['name'])"),
+               reply("done"))
+    run = run_prime(tmp_path, buggy_repo, server)
+    child_bodies = [json.dumps(r.body) for r in server.chat_requests if _is_child(r.body)]
+    assert child_bodies and all("check the spec [REDACTED]" in b for b in child_bodies)
+    assert not any("sk-test-canary" in b for b in child_bodies)
+    spec = json.loads((run.out / "children" / "speccheck" / "spec.json").read_text())
+    assert spec["task"] == "check the spec [REDACTED]"

@@ -1,10 +1,13 @@
-"""The one durable file writer: every artifact, report and harness file is replaced through ``write``.
+"""The one durable file writer: every artifact, report and harness file is replaced through ``write``, and
+every append-only record file (harness ``history.jsonl``/``rejected.jsonl``, the session log's side files)
+grows through ``append``.
 
 A write goes to a uniquely named temp file in the target's directory, is fsynced, renamed over the target
-and the directory is fsynced, so a reader (or a crash) sees the old file or the new one, never a part.
+and the directory is fsynced, so a reader (or a crash) sees the old file or the new one, never a part. An
+append is one ``O_APPEND`` write of whole records, fsynced (and the directory too when it created the file).
 Text is redacted (registered secrets masked) unless the caller says the data is already redacted or must be
 kept byte for byte. Every ``OSError`` becomes a ``PersistenceError`` whose one-line message names the file.
-Append-only logs (``session.jsonl``, harness ``history.jsonl``) keep their own append discipline.
+``session.jsonl`` itself is appended by ``session/log.py``, which keeps its descriptor open between records.
 """
 
 from __future__ import annotations
@@ -76,6 +79,34 @@ def write(path: Path, data: str | bytes, *, redacted: bool = False, sync: bool =
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def append(path: Path, data: str | bytes, *, redacted: bool = False) -> None:
+    """Append DATA (whole records, e.g. JSON lines) to PATH, creating it, in one ``O_APPEND`` write; fsync.
+
+    Concurrent appenders never interleave inside one record. A short write (the disk filled up) is retried
+    for the rest, whose error then names the cause. ``redacted`` as for ``write``.
+    """
+    raw = (encode(data) if isinstance(data, str) else data) if redacted else masked(data)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        try:
+            created = os.fstat(fd).st_size == 0
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if created:
+            fsync_dir(path.parent)
+    except OSError as exc:
+        raise PersistenceError(f"cannot append to {path}: {describe(exc)}") from exc
+
+
+def append_json(path: Path, record: Any) -> None:
+    """One JSON line (compact, UTF-8, registered secrets masked) appended to PATH."""
+    append(path, json.dumps(record, ensure_ascii=False) + "\n")
 
 
 def write_json(path: Path, obj: Any, *, sync: bool = True) -> None:

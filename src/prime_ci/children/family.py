@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from prime_ci.activity import doing
+from prime_ci.artifacts import durable
 from prime_ci.children import messages
 from prime_ci.children.auth import descends_from
 from prime_ci.children.member import Member, Message, children_of
@@ -149,7 +150,7 @@ class Family:
                 "scratch": str(self.worktree.root / "child-runs" / child_id),
                 "sandbox": self.sandbox.to_json() if self.sandbox else None, "role": role[0] if role else None,
                 "limits": self.limits.to_json()}
-        (session_dir / "spec.json").write_text(json.dumps(spec))
+        durable.write(session_dir / "spec.json", json.dumps(spec))
         log = open(session_dir / "child.log", "ab")  # noqa: SIM115 - inherited by the child process
         pipe = hand_over(member.token)  # never in the environment: /proc/PID/environ keeps what exec got
         try:

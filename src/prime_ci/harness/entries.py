@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prime_ci.errors import ConfigError, PersistenceError
+from prime_ci.errors import ConfigError
 from prime_ci.harness.frontmatter import render_frontmatter
-from prime_ci.isolation.redact import redact
 
 KINDS = ("prompt", "memory", "skill", "subagent")
 TRIGGERS = ("agent", "refine", "rollback", "trust", "cli")
@@ -156,21 +154,6 @@ def check_name(kind: str, name: str) -> None:
         raise HarnessError(f"invalid {kind} name {name!r}: use 1-64 of [a-z0-9._-], starting with [a-z0-9]")
     if kind == "prompt" and name in RESERVED_PROMPTS:
         raise HarnessError(f"prompt name {name!r} is reserved: the base prompt is never a harness entry")
-
-
-def append_jsonl(path: Path, record: dict[str, Any]) -> None:
-    """Append one JSON line with a single write, then fsync (registered secrets masked, as in every log)."""
-    line = (redact(json.dumps(record, ensure_ascii=False)) + "\n").encode()
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            if os.write(fd, line) != len(line):
-                raise PersistenceError(f"short write to {path}")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise PersistenceError(f"cannot append to {path}: {exc.strerror}") from exc
 
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:

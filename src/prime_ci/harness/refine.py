@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from prime_ci.artifacts import durable
 from prime_ci.engine.budget import Budget, Limits
 from prime_ci.errors import PrimeCIError
 from prime_ci.harness.store import (
@@ -25,7 +26,6 @@ from prime_ci.harness.store import (
     HarnessCorrupt,
     HarnessError,
     HarnessStore,
-    append_jsonl,
     check_name,
     read_jsonl,
 )
@@ -275,8 +275,8 @@ class RefineOutcome:
 def record_rejection(store: HarnessStore, reason: str, raw: str, *, source_run: str) -> str:
     rid = f"rj-{secrets.token_hex(4)}"
     with store.locked():
-        append_jsonl(store.rejected_path, {"id": rid, "ts": now_iso(), "source_run": source_run,
-                                           "reason": reason, "raw": raw[:200_000]})
+        durable.append_json(store.rejected_path, {"id": rid, "ts": now_iso(), "source_run": source_run,
+                                                  "reason": reason, "raw": raw[:200_000]})
     return rid
 
 

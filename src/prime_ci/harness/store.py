@@ -34,7 +34,6 @@ from prime_ci.harness.entries import (
     HarnessCorrupt,
     HarnessError,
     Op,
-    append_jsonl,
     check_name,
     read_jsonl,
 )
@@ -42,7 +41,7 @@ from prime_ci.harness.frontmatter import one_line, parse_frontmatter
 from prime_ci.session.log import now_iso
 
 __all__ = ["KINDS", "NAME_RE", "TRIGGERS", "Change", "ChangeSet", "Entry", "HarnessCorrupt", "HarnessError",
-           "HarnessStore", "Op", "append_jsonl", "check_name", "read_jsonl"]
+           "HarnessStore", "Op", "check_name", "read_jsonl"]
 
 
 class HarnessStore:
@@ -211,7 +210,7 @@ class HarnessStore:
             for op in ops:
                 self._write(op, op.after)
                 done.append(op)
-            append_jsonl(self.history_path, cs.to_json())
+            durable.append_json(self.history_path, cs.to_json())
         except BaseException:
             for op in reversed(done):
                 self._write(op, op.before)

@@ -113,24 +113,16 @@ def _save_aside(side: Path, pieces: list[tuple[int, bytes]], reason: str) -> Non
     """Append damaged bytes to a side file: per piece a JSON line (offset, length, reason), the raw bytes, ``\\n``."""
     buf = b"".join(json.dumps({"offset": off, "length": len(raw), "reason": reason, "time": now_iso()}).encode()
                    + b"\n" + raw + b"\n" for off, raw in pieces)
-    try:
-        fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            view = memoryview(buf)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        durable.fsync_dir(side.parent)
-    except OSError as exc:
-        raise _os_error(side, "saving damaged bytes", exc) from exc
+    durable.append(side, buf, redacted=True)  # the log's bytes as they were
     if _CRASH:
         _crash_point("after_side_save")
 
 
 class SessionLog:
     """Writer for one session file. ``append`` returns the new entry's id."""
+
+    # Not ``durable.append``: one descriptor held open under the writer lock, seq and crc per record, a short
+    # write poisons the writer, and fdatasync only at commit points (before every model call).
 
     def __init__(self, path: Path, fd: int, last_id: str | None, session_id: str, *, seq: int = -1, size: int = 0,
                  lock: WriterLock | None = None) -> None:
