@@ -24,6 +24,7 @@ from prime_ci.bench.suite import Suite, Task
 from prime_ci.bench.verdict import gates_passed, hidden_check, python_of, solved
 from prime_ci.engine.environment import Standalone
 from prime_ci.errors import ConfigError
+from prime_ci.isolation import spawn
 
 # outcomes that say nothing about the harness or the model's work: a bench run again runs these again
 RETRY = {"bench_error", "model_error", "internal_error", "interrupted", "persistence_error", "sandbox_unavailable"}
@@ -212,10 +213,8 @@ class Driver:
         log = job.log(out)
         log.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        with open(log, "wb") as sink:
-            proc = await asyncio.create_subprocess_exec(
-                *self.plan.argv(job, copy), stdin=asyncio.subprocess.DEVNULL, stdout=sink, stderr=sink,
-                start_new_session=True, preexec_fn=_die_with_parent)
+        proc = await spawn.start(self.plan.argv(job, copy), env=None, out=log, append=False,
+                                 preexec_fn=_die_with_parent)
         self.procs.add(proc)
         try:
             code = await proc.wait()

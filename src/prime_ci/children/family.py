@@ -32,6 +32,7 @@ from prime_ci.engine.agent import Agent
 from prime_ci.engine.budget import Budget, BudgetExhausted
 from prime_ci.engine.stops import StopReason
 from prime_ci.errors import ConfigError
+from prime_ci.isolation import spawn
 from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.sandbox import Sandbox
 from prime_ci.isolation.worktree import GitError, Worktree
@@ -151,18 +152,13 @@ class Family:
                 "sandbox": self.sandbox.to_json() if self.sandbox else None, "role": role[0] if role else None,
                 "limits": self.limits.to_json()}
         durable.write(session_dir / "spec.json", json.dumps(spec))
-        log = open(session_dir / "child.log", "ab")  # noqa: SIM115 - inherited by the child process
         pipe = hand_over(member.token)  # never in the environment: /proc/PID/environ keeps what exec got
         try:
-            member.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "prime_ci.child", str(session_dir / "spec.json"),
-                env={**self.env, FD_VAR: str(pipe)}, pass_fds=(pipe,), stdin=asyncio.subprocess.DEVNULL,
-                stdout=log, stderr=log,
-                start_new_session=True,
-            )
+            member.proc = await spawn.start([sys.executable, "-m", "prime_ci.child", str(session_dir / "spec.json")],
+                                            env={**self.env, FD_VAR: str(pipe)}, out=session_dir / "child.log",
+                                            pass_fds=(pipe,))
         finally:
             os.close(pipe)
-            log.close()
         self.members[child_id] = member
         self.member_models[child_id] = model
         self.monitors.append(asyncio.create_task(self._monitor(member)))

@@ -32,6 +32,7 @@ from prime_ci.gates.junit import (
     parse_junit_failures,
 )
 from prime_ci.gates.specs import GateSpec, gates_from_commands, load_gate_files, load_gate_files_from_ref
+from prime_ci.isolation import spawn
 from prime_ci.isolation.box import Box, run_of
 from prime_ci.isolation.limits import Events, Limits, human, reason
 from prime_ci.isolation.paths import inside
@@ -222,14 +223,10 @@ async def _attempt(
             raise
         box = Box.create(limits, run=run_of(env), name="gate")
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *box.launcher(), *launcher, "bash", "-c", spec.command, cwd=cwd, env=full_env,
-                stdin=asyncio.subprocess.DEVNULL, stdout=write_fd, stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-            )
-        except BaseException:
+            proc = await spawn.start([*launcher, "bash", "-c", spec.command], cwd=cwd, env=full_env, out=write_fd,
+                                     box=box)
+        except BaseException:  # the box is removed by spawn
             transport.close()
-            box.remove()
             raise
         finally:
             os.close(write_fd)

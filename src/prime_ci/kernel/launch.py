@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from prime_ci.isolation import hostuid
+from prime_ci.isolation import hostuid, spawn
 from prime_ci.isolation.box import Box, run_of
 from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.procs import kill_box
@@ -79,23 +79,9 @@ def launch(config: KernelConfig, generation: int) -> Launched:
         "--IPKernelApp.parent_handle=0", "--HistoryManager.enabled=False",
         "--InteractiveShell.colors=nocolor", "--IPKernelApp.quiet=True",
     ]
-    log = open(log_path, "ab")  # noqa: SIM115 - handed to the child process
     box = Box.create(config.limits, run=run_of(config.env), name=f"kernel-{generation}")
-    try:
-        proc = subprocess.Popen(
-            [*box.launcher(), *(config.wrap(argv) if config.wrap else argv)],
-            cwd=config.cwd,
-            env=config.env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-        )
-    except BaseException:
-        box.remove()
-        raise
-    finally:
-        log.close()
+    proc = spawn.popen(config.wrap(argv) if config.wrap else argv, cwd=config.cwd, env=config.env, out=log_path,
+                       box=box)
     return Launched(proc, conn, log_path, box)
 
 
