@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,7 +63,7 @@ def prepare(flags: dict[str, Any], say: Callable[[str], None]) -> Prepared:
         raise ConfigError(missing)
     run_id = new_run_id()
     mode = str(flags.get("sandbox") or RunConfig.model_fields["sandbox"].default)
-    trial = _trial_sandbox(mode)
+    sandbox_mod.start_trial(mode)  # unless the CLI began it: the trial sandboxes run while the repository is cloned
     worktree = create_worktree(str(flags.get("repo", ".")), flags.get("ref"),
                                include_dirty=bool(flags.get("include_dirty")))
     try:
@@ -83,10 +82,7 @@ def prepare(flags: dict[str, Any], say: Callable[[str], None]) -> Prepared:
             raise ConfigError(f"--out: {out} already holds a run (use `prime-ci resume {out}`)")
         harness = HarnessRun.load(harness=cfg.harness, branch=cfg.harness_branch, propose=cfg.propose, wt=worktree,
                                   run_id=run_id, untrusted=cfg.untrusted_file is not None)
-        if cfg.sandbox == mode:
-            sandbox, status, warning = trial.result()
-        else:
-            sandbox, status, warning = sandbox_mod.resolve(cfg.sandbox, writable=[], readonly=[])
+        sandbox, status, warning = sandbox_mod.trial(cfg.sandbox)  # the mode is the operator's: cfg.sandbox == mode
         if warning:
             say(f"warning: {warning}")
     except BaseException:
@@ -99,17 +95,6 @@ def prepare(flags: dict[str, Any], say: Callable[[str], None]) -> Prepared:
     reach += reuse_node_modules(worktree)
     return Prepared(cfg, worktree, gates, model, out, run_id, harness, project, setup, sandbox, status, reach,
                     builds=builds, origin=origin)
-
-
-def _trial_sandbox(mode: str) -> Future[tuple[Sandbox | None, str, str | None]]:
-    """``sandbox.resolve(mode)`` started in a thread: its trial sandboxes (bwrap, and as root the unprivileged
-    uid) run while the repository is cloned and the model and environment are set up; the caller takes its
-    outcome, failure included, where it decides the sandbox, before anything runs in it."""
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prime-ci-trial-sandbox")
-    try:
-        return pool.submit(sandbox_mod.resolve, mode, writable=[], readonly=[])
-    finally:
-        pool.shutdown(wait=False)
 
 
 def _report_dir(wt: Worktree) -> None:
