@@ -103,13 +103,14 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         def sync_call(messages: list[dict[str, Any]]) -> Any:
             return litellm.completion(messages=messages, **kw)
 
+    from prime_ci.isolation.limits import resolve as resolve_limits
     from prime_ci.kernel.client import Kernel, KernelConfig
 
     with tempfile.TemporaryDirectory(prefix="prime-ci-bench-floor-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_CI_")}
         if not args.turns_only:
             result["stock_kernel_start_s"] = await stock_kernel_start(Path(tmp), env)
-        kernel = Kernel(KernelConfig(cwd=Path(tmp), env=env, run_dir=Path(tmp)))
+        kernel = Kernel(KernelConfig(cwd=Path(tmp), env=env, run_dir=Path(tmp), limits=resolve_limits(None)))
         t = time.monotonic()
         await kernel.start()
         result["kernel_start_s"] = time.monotonic() - t

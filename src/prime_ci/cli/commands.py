@@ -26,11 +26,14 @@ from prime_ci.isolation import limits
 @click.pass_context
 def run(ctx: click.Context, /, **params: Any) -> int:
     """Clone REPO into a disposable worktree and let the model work there."""
-    from prime_ci.engine.prepare import prepare
-    from prime_ci.engine.run import execute
+    from prime_ci.isolation.sandbox import start_trial
 
     flags = given(ctx, params)
     host_setup()
+    start_trial(str(params["sandbox"]))  # the trial sandboxes run while the engine is imported and REPO cloned
+    from prime_ci.engine.prepare import prepare
+    from prime_ci.engine.run import execute
+
     prep = prepare(flags, say_plain)  # a litellm route starts importing litellm here, overlapping the kernel start
     say_plain(f"run {prep.run_id}: {prep.worktree.source} @ {prep.worktree.base_commit[:12]} -> {prep.out}")
     say_plain(f"limits: {limits.status(prep.cfg.limits)}")

@@ -63,6 +63,8 @@ def prepare(flags: dict[str, Any], say: Callable[[str], None]) -> Prepared:
     if model and (missing := model_problem(str(model), str(api_base or "") or None)):
         raise ConfigError(missing)
     run_id = new_run_id()
+    mode = str(flags.get("sandbox") or RunConfig.model_fields["sandbox"].default)
+    sandbox_mod.start_trial(mode)  # unless the CLI began it: the trial sandboxes run while the repository is cloned
     worktree = create_worktree(str(flags.get("repo", ".")), flags.get("ref"),
                                include_dirty=bool(flags.get("include_dirty")))
     try:
@@ -81,7 +83,7 @@ def prepare(flags: dict[str, Any], say: Callable[[str], None]) -> Prepared:
             raise ConfigError(f"--out: {out} already holds a run (use `prime-ci resume {out}`)")
         harness = HarnessRun.load(harness=cfg.harness, branch=cfg.harness_branch, propose=cfg.propose, wt=worktree,
                                   run_id=run_id, untrusted=cfg.untrusted_file is not None)
-        sandbox, status, warning = sandbox_mod.resolve(cfg.sandbox, writable=[], readonly=[])
+        sandbox, status, warning = sandbox_mod.trial(cfg.sandbox)  # the mode is the operator's: cfg.sandbox == mode
         if warning:
             say(f"warning: {warning}")
     except BaseException:

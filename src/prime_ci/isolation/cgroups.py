@@ -48,8 +48,15 @@ for spec in args[:end]:
 for name in ('SIGPIPE', 'SIGXFSZ'):
     if hasattr(signal, name):
         signal.signal(getattr(signal, name), signal.SIG_DFL)
-os.execvp(args[end + 1], args[end + 1:])
+rest = args[end + 1:]
+if rest[:4] == [sys.executable, '-I', '-S', '-c'] and len(rest) > 4:
+    sys.argv = ['-c', *rest[5:]]
+    exec(compile(rest[4], '<string>', 'exec'), {'__name__': '__main__'})
+    sys.exit(0)
+os.execvp(rest[0], rest)
 """
+# The launcher runs a command that is this interpreter with its own flags (the sandbox's seccomp loader) in
+# itself, as that interpreter would: one interpreter start fewer in front of every sandboxed process.
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -384,6 +385,32 @@ def resolve(mode: str, *, writable: list[Path], readonly: list[Path], drop: bool
         return sandbox, status, None
     return (sandbox, f"{status}; root's uid on the host: {as_root}",
             f"the sandbox keeps root's uid on the host (--sandbox auto): {as_root}")
+
+
+Resolved = tuple[Sandbox | None, str, str | None]
+_trials: dict[tuple[str | None, ...], Future[Resolved]] = {}
+
+
+def _trial_key(mode: str) -> tuple[str | None, ...]:
+    """What ``resolve(mode)`` depends on besides the host: a trial begun under other settings is not this one."""
+    return (mode, *(os.environ.get(name) for name in ("PRIME_CI_BWRAP", "PATH", hostuid.UID_VAR)))
+
+
+def start_trial(mode: str) -> None:
+    """Begin ``resolve(mode)`` in a thread, unless it is under way: its trial sandboxes run while the caller
+    goes on (imports, the clone). ``trial`` takes the outcome."""
+    key = _trial_key(mode)
+    if key not in _trials:
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prime-ci-trial-sandbox")
+        _trials[key] = pool.submit(resolve, mode, writable=[], readonly=[])
+        pool.shutdown(wait=False)
+
+
+def trial(mode: str) -> Resolved:
+    """``resolve(mode)``'s outcome, failure included, from the trial ``start_trial`` began (begun now if none
+    was); each trial is taken once, so a later call tries again."""
+    start_trial(mode)
+    return _trials.pop(_trial_key(mode)).result()
 
 
 def _unavailable(mode: str, problem: str) -> tuple[None, str, str]:
