@@ -267,5 +267,5 @@ def test_json_nested_200k_deep_is_a_malformed_call_or_a_provider_error(tmp_path:
     else:  # litellm cannot parse the reply itself: a provider error, retried
         assert attempts[0] == 2 and not told, attempts
     with ScriptedServer(default=raw(200, deep.encode())) as srv:
-        body = run_prime(tmp_path, buggy_repo, srv, "--max-wall", "40s", env={"PRIME_CI_ROUTE": route})
+        body = run_prime(tmp_path, buggy_repo, srv, "--max-wall", "150s", env={"PRIME_CI_ROUTE": route})
     assert body.code == 4 and body.result["stop_reason"] == "model_error", body.proc.stderr[-2000:]
