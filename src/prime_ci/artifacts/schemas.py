@@ -8,10 +8,10 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
 
 from prime_ci.bench.model import bench_schema
 from prime_ci.bench.suite import Task
-from prime_ci.engine.stops import StopReason
 from prime_ci.gates.runner import GateSpec
 from prime_ci.gates.specs import BuildSpec
 from prime_ci.harness.refine import plan_schema
+from prime_ci.stops import StopReason
 
 _CRC = r"^[0-9a-f]{8}$"
 

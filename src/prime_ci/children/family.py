@@ -29,7 +29,6 @@ from prime_ci.children.member import Member, Message, children_of
 from prime_ci.children.token import FD_VAR, hand_over
 from prime_ci.engine.agent import Agent
 from prime_ci.engine.budget import Budget, BudgetExhausted
-from prime_ci.engine.stops import StopReason
 from prime_ci.errors import ConfigError
 from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.sandbox import Sandbox
@@ -39,6 +38,7 @@ from prime_ci.model.providers import ReplayModel
 from prime_ci.model.routes import Model
 from prime_ci.model.usage import session_usage
 from prime_ci.session.log import SessionLog
+from prime_ci.stops import StopReason
 
 __all__ = ["Family", "Member"]
 

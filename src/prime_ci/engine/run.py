@@ -31,7 +31,6 @@ from prime_ci.engine.progress import Progress, start_ticker, stop_ticker
 from prime_ci.engine.prompt import base_prompt
 from prime_ci.engine.resume import ResumeState, last_assistant
 from prime_ci.engine.setup import SetupOutcome, failure_detail
-from prime_ci.engine.stops import SIGTERM_EXIT, Stop, StopReason
 from prime_ci.engine.verdict import settle
 from prime_ci.errors import KernelLost, ModelError, PersistenceError
 from prime_ci.gates.builds import Builder
@@ -55,6 +54,7 @@ from prime_ci.model.routes import (
     prices,
 )
 from prime_ci.session.log import SessionLog, entry_id
+from prime_ci.stops import SIGTERM_EXIT, Stop, StopReason
 
 SIGNAL_EXIT = {signal.SIGINT: StopReason.INTERRUPTED.exit_code, signal.SIGTERM: SIGTERM_EXIT,
                signal.SIGHUP: SIGTERM_EXIT}

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from prime_ci.engine.stops import Stop, StopReason
 from prime_ci.gates.builds import Builder, BuildOutcome
 from prime_ci.gates.fast_rerun import FastRerun, plan_rerun
 from prime_ci.gates.junit import status_text
@@ -23,6 +22,7 @@ from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.untrusted import strip_ansi
 from prime_ci.isolation.worktree import Worktree
 from prime_ci.session.log import SessionLog
+from prime_ci.stops import Stop, StopReason
 
 TAIL_LINES = 15  # of a failed build's log, or of a gate's that named no failing test
 
