@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 import junit_xml
 
-from prime_ci.artifacts import durable
 from prime_ci.durations import format_duration
+from prime_ci.isolation import durable
 from prime_ci.isolation.untrusted import strip_ansi
 
 if TYPE_CHECKING:
@@ -243,7 +243,7 @@ def _failure_output(result: GateResult) -> str:
 def write_gates_junit(results: Sequence[GateResult], path: Path, *, suite: str = "prime-ci gates") -> None:
     """One testcase per gate; failures carry bounded output; flaky gates get a ``flaky`` property.
 
-    Written (redacted) through ``artifacts.durable``: an unwritable PATH raises ``PersistenceError``."""
+    Written (redacted) through ``isolation.durable``: an unwritable PATH raises ``PersistenceError``."""
     cases = []
     for r in results:
         case = junit_xml.TestCase(xml_safe(r.name), classname="prime-ci.gates", elapsed_sec=round(r.duration_s, 3))
