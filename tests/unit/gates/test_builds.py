@@ -13,7 +13,7 @@ import pytest
 
 from cext_project import BROKEN, BUILD, FILES, GATE, RIGHT, SHADOW, WRONG
 from conftest import make_repo
-from prime_ci.artifacts.schemas import schemas
+from prime_ci.cli.schema_registry import schemas
 from prime_ci.engine.agent import Agent, Stop
 from prime_ci.engine.budget import Budget, Limits
 from prime_ci.engine.environment import Standalone, standalone
