@@ -21,9 +21,9 @@ from conftest import Outcome, run_prime
 from prime_ci.artifacts.schemas import result_json
 from prime_ci.children.host import SharedLedger
 from prime_ci.cli.schema_registry import schemas
-from prime_ci.engine import budget as budget_module
-from prime_ci.engine.budget import MIN_COMPLETION, Budget, BudgetExhausted, Limits
 from prime_ci.errors import ModelError, PersistenceError, SandboxUnavailable
+from prime_ci.loop import budget as budget_module
+from prime_ci.loop.budget import MIN_COMPLETION, Budget, BudgetExhausted, Limits
 from prime_ci.model.providers import ModelReply
 from prime_ci.model.usage import Cost, Usage, estimate_tokens
 from prime_ci.stops import StopReason

@@ -27,13 +27,13 @@ from prime_ci.children import messages
 from prime_ci.children.auth import descends_from
 from prime_ci.children.member import Member, Message, children_of
 from prime_ci.children.token import FD_VAR, hand_over
-from prime_ci.engine.agent import Agent
-from prime_ci.engine.budget import Budget, BudgetExhausted
 from prime_ci.errors import ConfigError
 from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.sandbox import Sandbox
 from prime_ci.isolation.worktree import GitError, Worktree
 from prime_ci.kernel.bridge import PEER, Refused
+from prime_ci.loop.agent import Agent
+from prime_ci.loop.budget import Budget, BudgetExhausted
 from prime_ci.model.providers import ReplayModel
 from prime_ci.model.routes import Model
 from prime_ci.model.usage import session_usage

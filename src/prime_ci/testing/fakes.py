@@ -1,6 +1,6 @@
 """In-process seams for the agent loop: a scripted ``Model`` and a fake kernel (an ``Executor``).
 
-They let a test drive ``prime_ci.engine.agent.Agent``, the budget, the judge, the compactor and resume's
+They let a test drive ``prime_ci.loop.agent.Agent``, the budget, the judge, the compactor and resume's
 state rebuild in milliseconds, without a kernel process or an HTTP server::
 
     model = ScriptedModel([tool_reply("x = 1"), text_reply("done")])
@@ -179,7 +179,7 @@ class FakeExecutor:
 
 
 if TYPE_CHECKING:  # mypy checks that the fakes satisfy the protocols the loop takes
-    from prime_ci.engine.agent import Executor
+    from prime_ci.loop.agent import Executor
     from prime_ci.model.providers import Model
 
     def _conforms(model: ScriptedModel, kernel: FakeExecutor) -> tuple[Model, Executor]:

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from prime_ci.activity import doing
-from prime_ci.engine.budget import BudgetExhausted, Meter
-from prime_ci.engine.compact import Compactor
 from prime_ci.errors import ContextOverflow
 from prime_ci.isolation.untrusted import clean_terminal_text
 from prime_ci.kernel.client import CellResult
+from prime_ci.loop.budget import BudgetExhausted, Meter
+from prime_ci.loop.compact import Compactor
 from prime_ci.model.providers import UNREADABLE, endpoint
 from prime_ci.model.routes import Model, ModelReply, ToolCall
 from prime_ci.model.usage import Cost, TokenRate, Usage, message_chars, session_usage
