@@ -1,8 +1,10 @@
-"""ARCHITECTURE.md's rules, checked on the source: what must never depend on what, no import cycles, module size."""
+"""ARCHITECTURE.md's rules, checked on the source: the layers (which package may import which), what runs inside the
+kernel or the project's interpreter, who imports litellm, no import cycles, module size."""
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,8 +20,8 @@ def modules() -> dict[str, Path]:
     found = {}
     for path in PKG.rglob("*.py"):
         rel = path.relative_to(SRC)
-        if {"demo", "bench_demo"} & set(rel.parts[:2]) or "builtin_skills" in rel.parts:
-            continue
+        if (rel.parts[1] in {"demo", "bench_demo"} and len(rel.parts) > 3) or "builtin_skills" in rel.parts:
+            continue  # the bundled projects and skills are data, not prime-ci's code
         name = ".".join(rel.with_suffix("").parts).removesuffix(".__init__")
         found[name] = path
     return found
@@ -51,17 +53,63 @@ def prime_imports(name: str, path: Path, *, function_level: bool = True) -> set[
     return {m for m in imports(path, function_level=function_level) if m in known and m != name}
 
 
+# The layers, top to bottom, as ARCHITECTURE.md draws them: a package (or top-level module) of ``prime_ci`` imports
+# only from layers below its own, never from one above and never from another package of its own layer.
+LAYERS: list[tuple[str, ...]] = [
+    ("__main__",),
+    ("cli",),
+    ("child", "demo", "bench_demo", "testing"),
+    ("bench",),
+    ("engine",),
+    ("children", "harness"),
+    ("loop", "artifacts"),
+    ("gates", "kernel", "model"),
+    ("session",),
+    ("activity", "durations", "stops"),
+    ("isolation",),
+    ("errors",),
+]
+
+
+def layer_of(module: str) -> str | None:
+    """The layer unit of a ``prime_ci`` module: its subpackage or top-level module (None for ``prime_ci``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def test_every_package_has_one_layer() -> None:
+    named = [unit for layer in LAYERS for unit in layer]
+    assert len(named) == len(set(named)), "a package is in two layers"
+    found = {unit for name in modules() if (unit := layer_of(name))}
+    assert found == set(named), f"not in LAYERS: {sorted(found - set(named))}; gone: {sorted(set(named) - found)}"
+
+
+def test_the_drawing_in_architecture_md_is_the_layer_list() -> None:
+    text = (SRC.parent / "ARCHITECTURE.md").read_text()
+    drawing = text.split("```\n")[1]
+    drawn = [tuple(unit.strip().removesuffix("/").removesuffix(".py") for unit in columns[0].split("│"))
+             for line in drawing.splitlines() if line.strip() and not line.strip().startswith("▼")
+             for columns in [re.split(r"\s{2,}", line.strip())]]
+    assert drawn == LAYERS
+
+
+def test_imports_go_down_the_layers() -> None:
+    """Every import (module level, ``TYPE_CHECKING`` and inside functions) goes to a lower layer."""
+    rank = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+    broken = []
+    for name, path in sorted(modules().items()):
+        for dep in sorted(prime_imports(name, path)):
+            mine, theirs = layer_of(name), layer_of(dep)
+            if mine is None or theirs is None or mine == theirs or rank[theirs] > rank[mine]:
+                continue
+            where = "its own layer" if rank[theirs] == rank[mine] else "a layer above"
+            broken.append(f"{name} -> {dep} ({mine} imports {theirs}, {where})")
+    assert not broken, "imports against the layer order:\n" + "\n".join(broken)
+
+
 RULES = [
-    # (importer prefix, forbidden prefixes, why)
-    ("prime_ci.kernel", ("prime_ci.model",), "nothing in the kernel reaches the provider"),
-    ("prime_ci.session", ("prime_ci.engine", "prime_ci.gates", "prime_ci.children", "prime_ci.model"),
-     "the session log does not know the loop"),
-    ("prime_ci.model", ("prime_ci.engine", "prime_ci.kernel", "prime_ci.gates", "prime_ci.children",
-                        "prime_ci.harness"), "the model layer knows nothing of runs"),
-    ("prime_ci.isolation", ("prime_ci.engine", "prime_ci.kernel", "prime_ci.gates", "prime_ci.children",
-                            "prime_ci.harness", "prime_ci.model", "prime_ci.session", "prime_ci.artifacts"),
-     "isolation is a leaf"),
-    ("prime_ci.bench", ("prime_ci.model", "prime_ci.kernel", "prime_ci.children"),
+    # (importer prefix, forbidden prefixes, why): what the layer order cannot say
+    ("prime_ci.bench", ("prime_ci.model", "prime_ci.kernel", "prime_ci.children", "prime_ci.loop"),
      "the bench drives runs as processes: it never calls a model or a kernel itself"),
 ]
 
@@ -102,6 +150,12 @@ def test_no_import_cycles() -> None:
         if node not in state:
             visit(node)
     assert not cycles, cycles
+
+
+def test_one_module_imports_litellm() -> None:
+    importers = {name for name, path in modules().items()
+                 if any(m == "litellm" or m.startswith("litellm.") for m in imports(path, function_level=True))}
+    assert importers == {"prime_ci.model.routes"}
 
 
 def test_children_never_import_litellm() -> None:
