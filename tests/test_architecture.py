@@ -158,6 +158,16 @@ def test_one_module_imports_litellm() -> None:
     assert importers == {"prime_ci.model.routes"}
 
 
+def test_the_model_protocol_has_one_import_path() -> None:
+    names = {"Model", "ModelReply", "ToolCall"}
+    files = [*modules().values(), *SRC.parent.joinpath("tests").rglob("*.py")]
+    elsewhere = [f"{path.name}: from {node.module} import {alias.name}" for path in files
+                 for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)
+                 and (node.module or "").startswith("prime_ci.model") and node.module != "prime_ci.model.protocol"
+                 for alias in node.names if alias.name in names]
+    assert not elsewhere, elsewhere
+
+
 def test_children_never_import_litellm() -> None:
     code = ("import sys, prime_ci.child, prime_ci.children.host\n"
             "bad = sorted(m for m in sys.modules if m.startswith('litellm'))\nassert not bad, bad\n")

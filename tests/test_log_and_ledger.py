@@ -23,7 +23,7 @@ from prime_ci.isolation.worktree import Worktree
 from prime_ci.loop.agent import Agent, Stop, StopReason
 from prime_ci.loop.budget import Budget, Limits
 from prime_ci.loop.compact import Compactor
-from prime_ci.model.providers import ModelReply
+from prime_ci.model.protocol import ModelReply
 from prime_ci.session.log import SessionLog
 from prime_ci.testing.fakes import FakeExecutor, ModelCall, ScriptedModel, cell, text_reply, tool_reply
 

@@ -24,7 +24,7 @@ from prime_ci.cli.schema_registry import schemas
 from prime_ci.errors import ModelError, PersistenceError, SandboxUnavailable
 from prime_ci.loop import budget as budget_module
 from prime_ci.loop.budget import MIN_COMPLETION, Budget, BudgetExhausted, Limits
-from prime_ci.model.providers import ModelReply
+from prime_ci.model.protocol import ModelReply
 from prime_ci.model.usage import Cost, Usage, estimate_tokens
 from prime_ci.stops import StopReason
 from prime_ci.testing import ScriptedServer, contains, reply, tool_call

@@ -34,8 +34,8 @@ from prime_ci.isolation.worktree import GitError, Worktree
 from prime_ci.kernel.bridge import PEER, Refused
 from prime_ci.loop.agent import Agent
 from prime_ci.loop.budget import Budget, BudgetExhausted
+from prime_ci.model.protocol import Model
 from prime_ci.model.providers import ReplayModel
-from prime_ci.model.routes import Model
 from prime_ci.model.usage import session_usage
 from prime_ci.session.log import SessionLog
 from prime_ci.stops import StopReason

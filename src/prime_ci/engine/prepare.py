@@ -25,7 +25,8 @@ from prime_ci.isolation.projenv import ProjectEnv
 from prime_ci.isolation.sandbox import Sandbox
 from prime_ci.isolation.worktree import Worktree, create_worktree, is_url, resolve_ref
 from prime_ci.model.credentials import model_problem
-from prime_ci.model.routes import Model, make_model, model_options
+from prime_ci.model.protocol import Model
+from prime_ci.model.routes import make_model, model_options
 from prime_ci.session.log import entry_id
 
 

@@ -29,8 +29,8 @@ from prime_ci.harness.store import (
     read_jsonl,
 )
 from prime_ci.loop.budget import Budget, Limits
-from prime_ci.model.routes import Model, Usage
-from prime_ci.model.usage import Cost
+from prime_ci.model.protocol import Model
+from prime_ci.model.usage import Cost, Usage
 from prime_ci.session.log import SessionFile, now_iso, read_session
 
 MAX_OPS = 5

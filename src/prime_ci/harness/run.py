@@ -22,7 +22,7 @@ from prime_ci.isolation import durable
 from prime_ci.isolation.worktree import Worktree
 from prime_ci.kernel.bridge import Handler, Refused
 from prime_ci.loop.budget import Budget, BudgetExhausted
-from prime_ci.model.providers import Model
+from prime_ci.model.protocol import Model
 from prime_ci.model.usage import Cost, Usage
 from prime_ci.session.log import SessionLog
 

@@ -15,8 +15,7 @@ from prime_ci.isolation.untrusted import clean_terminal_text
 from prime_ci.kernel.client import CellResult
 from prime_ci.loop.budget import BudgetExhausted, Meter
 from prime_ci.loop.compact import Compactor
-from prime_ci.model.providers import UNREADABLE, endpoint
-from prime_ci.model.routes import Model, ModelReply, ToolCall
+from prime_ci.model.protocol import UNREADABLE, Model, ModelReply, ToolCall, endpoint
 from prime_ci.model.usage import Cost, TokenRate, Usage, message_chars, session_usage
 from prime_ci.session.log import SessionLog
 from prime_ci.stops import Stop, StopReason

@@ -28,7 +28,8 @@ from typing import Any, Protocol
 
 from prime_ci.activity import doing
 from prime_ci.errors import ModelError, PrimeCIError
-from prime_ci.model.providers import UNREADABLE, Model, ModelReply, endpoint, seconds
+from prime_ci.model.protocol import UNREADABLE, Model, ModelReply, endpoint
+from prime_ci.model.providers import seconds
 from prime_ci.model.usage import Cost, TokenRate, Usage, message_chars, usd
 from prime_ci.stops import StopReason
 

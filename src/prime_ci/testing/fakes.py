@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from prime_ci.kernel.client import CellResult
-from prime_ci.model.providers import ModelReply, ToolCall
+from prime_ci.model.protocol import ModelReply, ToolCall
 from prime_ci.model.usage import Cost, Usage
 
 __all__ = ["CellStep", "FakeExecutor", "ModelCall", "ModelStep", "ScriptedModel", "cell", "raw_tool_reply",
@@ -180,7 +180,7 @@ class FakeExecutor:
 
 if TYPE_CHECKING:  # mypy checks that the fakes satisfy the protocols the loop takes
     from prime_ci.loop.agent import Executor
-    from prime_ci.model.providers import Model
+    from prime_ci.model.protocol import Model
 
     def _conforms(model: ScriptedModel, kernel: FakeExecutor) -> tuple[Model, Executor]:
         return model, kernel

@@ -12,7 +12,8 @@ from conftest import make_repo, run_prime
 from prime_ci.engine.resume import rebuild
 from prime_ci.loop.agent import Agent, wire_arguments
 from prime_ci.loop.budget import Budget, Limits
-from prime_ci.model.providers import ModelReply, OpenAICompatModel, RetryPolicy, ToolCall
+from prime_ci.model.protocol import ModelReply, ToolCall
+from prime_ci.model.providers import OpenAICompatModel, RetryPolicy
 from prime_ci.model.usage import Usage
 from prime_ci.session.log import SessionLog, read_session
 from prime_ci.stops import Stop, StopReason

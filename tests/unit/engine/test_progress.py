@@ -15,7 +15,7 @@ from prime_ci.isolation.limits import Limits as BoxLimits
 from prime_ci.isolation.worktree import Worktree
 from prime_ci.loop.agent import Agent
 from prime_ci.loop.budget import Budget, Limits
-from prime_ci.model.providers import ModelReply
+from prime_ci.model.protocol import ModelReply
 from prime_ci.session.log import SessionLog
 from prime_ci.stops import Stop, StopReason
 from prime_ci.testing.fakes import FakeExecutor, ModelCall, ScriptedModel, text_reply, tool_reply
