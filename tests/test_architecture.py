@@ -174,6 +174,15 @@ def test_children_never_import_litellm() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_module_names_do_not_repeat() -> None:
+    """One ``run.py`` in the tree, not one per package: a name in a traceback or a grep says which module."""
+    seen: dict[str, list[str]] = {}
+    for name, path in modules().items():
+        if path.name not in {"__init__.py", "__main__.py"}:
+            seen.setdefault(path.name, []).append(name)
+    assert not {base: names for base, names in seen.items() if len(names) > 1}
+
+
 def test_modules_stay_small() -> None:
     big = {name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > 420}
     assert not big, big

@@ -24,7 +24,7 @@ from prime_ci.kernel.client import Kernel
 from prime_ci.kernel.launch import KernelConfig, Launched
 from prime_ci.loop.agent import Agent, Stop, log_model
 from prime_ci.loop.budget import BudgetExhausted, Snapshot
-from prime_ci.loop.prompt import base_prompt, child_section
+from prime_ci.loop.system_prompt import base_prompt, child_section
 from prime_ci.model.protocol import Model, ModelReply
 from prime_ci.model.usage import Usage
 from prime_ci.session.log import SessionLog

@@ -20,7 +20,7 @@ from prime_ci.errors import PersistenceError
 from prime_ci.gates.judge import Judge
 from prime_ci.gates.junit import write_gates_junit
 from prime_ci.gates.runner import GateResult
-from prime_ci.harness.run import HarnessRun
+from prime_ci.harness.in_run import HarnessRun
 from prime_ci.harness.store import HarnessError
 from prime_ci.isolation import durable
 from prime_ci.isolation.worktree import GitError

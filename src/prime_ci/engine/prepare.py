@@ -18,7 +18,7 @@ from prime_ci.engine.setup import SetupSpec
 from prime_ci.errors import ConfigError
 from prime_ci.gates.runner import GateSpec, gates_from_commands, load_gate_files, load_gate_files_from_ref
 from prime_ci.gates.specs import BuildSpec, builds_from_texts, collect_builds
-from prime_ci.harness.run import HarnessRun
+from prime_ci.harness.in_run import HarnessRun
 from prime_ci.isolation import limits, projenv
 from prime_ci.isolation import sandbox as sandbox_mod
 from prime_ci.isolation.projenv import ProjectEnv

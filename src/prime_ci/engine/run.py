@@ -26,8 +26,8 @@ from prime_ci.engine.from_session import go_on
 from prime_ci.engine.prepare import Prepared
 from prime_ci.engine.progress import Progress, start_ticker, stop_ticker
 from prime_ci.engine.resume import ResumeState, last_assistant
+from prime_ci.engine.settle import settle
 from prime_ci.engine.setup import SetupOutcome, failure_detail
-from prime_ci.engine.verdict import settle
 from prime_ci.errors import KernelLost, ModelError, PersistenceError
 from prime_ci.gates.builds import Builder
 from prime_ci.gates.judge import Judge, time_to_green
@@ -44,7 +44,7 @@ from prime_ci.kernel.output import cell_text
 from prime_ci.loop.agent import Agent, Conversation, log_model
 from prime_ci.loop.budget import MAX_CALL_S, Budget, Limits
 from prime_ci.loop.compact import Compactor
-from prime_ci.loop.prompt import base_prompt
+from prime_ci.loop.system_prompt import base_prompt
 from prime_ci.model.routes import (
     ReplayModel,
     child_model,
