@@ -4,10 +4,12 @@ kernel or the project's interpreter, who imports litellm, no import cycles, modu
 from __future__ import annotations
 
 import ast
+import io
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+import tokenize
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -186,3 +188,70 @@ def test_module_names_do_not_repeat() -> None:
 def test_modules_stay_small() -> None:
     big = {name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > 420}
     assert not big, big
+
+
+PROJECT_FILES = {"conftest.py", "manage.py"}  # files of the projects prime-ci runs on, named in its docs
+
+
+def _prose(path: Path) -> Iterator[tuple[int, str]]:
+    """The comments and docstrings of a module, with their line numbers."""
+    source = path.read_text()
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            yield token.start[0], token.string
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
+            doc = ast.get_docstring(node, clean=False)
+            if doc:
+                yield node.body[0].lineno, doc
+
+
+def _top_level_names(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets) and node.value:
+                names |= {e.value for e in ast.walk(node.value)
+                          if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def _broken_references(texts: Iterable[tuple[str, str]]) -> list[str]:
+    known = modules()
+    persisted = {node.value for path in known.values() for node in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                 and re.fullmatch(r"prime_ci\.\w+", node.value)}  # customType values, never module paths
+    basenames = {path.name for path in known.values()} | PROJECT_FILES
+    packages = {p.name for p in PKG.iterdir() if p.is_dir()}
+    broken = []
+    for where, text in texts:
+        for dotted in re.findall(r"\bprime_ci(?:\.\w+)+", text):
+            parts = dotted.split(".")
+            found = next((n for n in range(len(parts), 1, -1) if ".".join(parts[:n]) in known), None)
+            ok = dotted in persisted or (found is not None and (
+                found == len(parts) or parts[found] in _top_level_names(known[".".join(parts[:found])])))
+            if not ok:
+                broken.append(f"{where}: {dotted}")
+        for ref in re.findall(r"(?<![\w./-])((?:\w+/)*\w+\.py)\b", text):
+            first = ref.split("/")[0]
+            if "/" in ref and first in packages | {"prime_ci"}:
+                if not (PKG / ref.removeprefix("prime_ci/")).is_file():
+                    broken.append(f"{where}: {ref}")
+            elif "/" not in ref and ref not in basenames:
+                broken.append(f"{where}: {ref}")
+    return broken
+
+
+def test_references_to_modules_resolve() -> None:
+    """Module paths named in comments, docstrings and ARCHITECTURE.md (``engine/run.py``, ``run.py``,
+    ``prime_ci.kernel.api``, ``prime_ci.loop.agent.Agent``) name modules (and their top-level names) that exist."""
+    texts = [(f"{path.relative_to(SRC)}:{line}", text) for path in modules().values() for line, text in _prose(path)]
+    texts.append(("ARCHITECTURE.md", (SRC.parent / "ARCHITECTURE.md").read_text()))
+    broken = _broken_references(texts)
+    assert not broken, "references to modules that do not exist:\n" + "\n".join(broken)

@@ -32,7 +32,7 @@ class Judge:
     """Gate rounds and their verdict.
 
     A retry round (the last full run of some gates failed on tests they can rerun, see
-    :mod:`prime_ci.fast_rerun`, and the workspace changed) first reruns just those tests. If they still
+    :mod:`prime_ci.gates.fast_rerun`, and the workspace changed) first reruns just those tests. If they still
     fail, that is the round's result, fed back at once and counted like any failed round; otherwise the
     full gates run in the same round. Only a full run passes a round. The kernel's ``gates.run()`` and
     ``final_round`` always run the full gates.

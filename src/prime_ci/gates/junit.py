@@ -1,7 +1,7 @@
 """JUnit XML in and out: failures from a project's report, one report over the gates, GitHub annotations.
 
 Also holds the small helpers (middle clipping, stack-frame locations) that :mod:`prime_ci.gates` and
-:mod:`prime_ci.failures` (failing tests parsed from a gate's log) share.
+:mod:`prime_ci.gates.failures` (failing tests parsed from a gate's log) share.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ Kind = Literal["failure", "error"]
 
 @dataclass
 class JUnitFailure:
-    """One failing test, from a JUnit report or (:mod:`prime_ci.failures`) from a gate's log."""
+    """One failing test, from a JUnit report or (:mod:`prime_ci.gates.failures`) from a gate's log."""
 
     test: str
     kind: Kind
