@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from prime_ci.bench.driver import Plan
-from prime_ci.bench.prepare import harness_states, materialize
+from prime_ci.bench.preflight import harness_states, materialize
 from prime_ci.bench.suite import load_suite
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import PRIME_CI, PY, REPO_FILES, TASK, bench_env, header_mono, machine, make_repo, remove_worktrees, say
 from tree import become_subreaper, kill_tree, reap_leftovers
 
-from prime_ci.engine.agent import TOOL
-from prime_ci.engine.prompt import base_prompt
+from prime_ci.loop.agent import TOOL
+from prime_ci.loop.system_prompt import base_prompt
 from prime_ci.testing import ScriptedServer, reply
 
 HERE = Path(__file__).resolve().parent

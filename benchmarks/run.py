@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tree import MB, TreeSampler, become_subreaper, kill_tree, reap_leftovers
 
-from prime_ci.engine.agent import TOOL
-from prime_ci.engine.prompt import base_prompt
+from prime_ci.loop.agent import TOOL
+from prime_ci.loop.system_prompt import base_prompt
 from prime_ci.testing import RecordedRequest, ScriptedServer, contains, hang, ipython, reply
 
 HERE = Path(__file__).resolve().parent

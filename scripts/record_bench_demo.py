@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prime_ci.bench.prepare import FIXED  # the bench's base commits: the same tree gives the same commit
+from prime_ci.bench.preflight import FIXED  # the bench's base commits: the same tree gives the same commit
 from prime_ci.isolation.worktree import IDENTITY, commit_directory
 from prime_ci.testing import ScriptedServer, Step, ipython, reply
 

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from conftest import FIX, run_prime
-from prime_ci.artifacts import durable
 from prime_ci.artifacts.schemas import ResultModel
 from prime_ci.errors import PersistenceError
 from prime_ci.gates.junit import write_gates_junit
 from prime_ci.gates.runner import GateResult
+from prime_ci.isolation import durable
 from prime_ci.isolation.redact import MASK, register
 from prime_ci.testing import ScriptedServer, ipython, reply
 
@@ -89,7 +89,7 @@ def test_disk_full_keeps_the_old_file_and_leaves_no_temp_file(tmp_path: Path, mo
 FSIZE_CHILD = r"""
 import resource, signal, sys
 from pathlib import Path
-from prime_ci.artifacts import durable
+from prime_ci.isolation import durable
 from prime_ci.errors import PersistenceError
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))

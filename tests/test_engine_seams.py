@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from prime_ci.engine.agent import MAX_MALFORMED, Agent, Conversation, Stop, StopReason
-from prime_ci.engine.budget import Budget, Limits
-from prime_ci.engine.compact import Compactor
 from prime_ci.engine.resume import rebuild
 from prime_ci.gates.judge import Judge
 from prime_ci.gates.specs import gates_from_commands
 from prime_ci.isolation.limits import Limits as BoxLimits
 from prime_ci.isolation.worktree import Worktree
+from prime_ci.loop.agent import MAX_MALFORMED, Agent, Conversation, Stop, StopReason
+from prime_ci.loop.budget import Budget, Limits
+from prime_ci.loop.compact import Compactor
 from prime_ci.model.usage import Cost, Usage, session_usage
 from prime_ci.session.log import SessionLog, read_session
 from prime_ci.testing.fakes import FakeExecutor, ModelCall, ScriptedModel, cell, raw_tool_reply, text_reply, tool_reply

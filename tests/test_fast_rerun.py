@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 from conftest import BUGGY, Outcome, make_repo, run_prime
-from prime_ci.artifacts.schemas import schemas
+from prime_ci.cli.schema_registry import schemas
 from prime_ci.errors import ConfigError
 from prime_ci.gates.failures import scan_log_failures
 from prime_ci.gates.fast_rerun import MAX_TESTS, derive_pytest_fast, failing_ids, plan_rerun, render, still_failing

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from prime_ci.engine.budget import Budget, Limits
 from prime_ci.errors import KernelLost
 from prime_ci.isolation.limits import Limits as BoxLimits
 from prime_ci.kernel.client import Kernel, KernelConfig
+from prime_ci.loop.budget import Budget, Limits
 
 
 def _config(cwd: Path, run_dir: Path, **kw: object) -> KernelConfig:

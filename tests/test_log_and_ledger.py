@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from prime_ci.children.family import Family, Member
-from prime_ci.engine.agent import Agent, Stop, StopReason
-from prime_ci.engine.budget import Budget, Limits
-from prime_ci.engine.compact import Compactor
 from prime_ci.isolation.limits import Limits as BoxLimits
 from prime_ci.isolation.worktree import Worktree
-from prime_ci.model.providers import ModelReply
+from prime_ci.loop.agent import Agent, Stop, StopReason
+from prime_ci.loop.budget import Budget, Limits
+from prime_ci.loop.compact import Compactor
+from prime_ci.model.protocol import ModelReply
 from prime_ci.session.log import SessionLog
 from prime_ci.testing.fakes import FakeExecutor, ModelCall, ScriptedModel, cell, text_reply, tool_reply
 

@@ -18,14 +18,15 @@ import pytest
 from ruamel.yaml import YAML
 
 from conftest import Outcome, run_prime
-from prime_ci.artifacts.schemas import result_json, schemas
+from prime_ci.artifacts.schemas import result_json
 from prime_ci.children.host import SharedLedger
-from prime_ci.engine import budget as budget_module
-from prime_ci.engine.budget import MIN_COMPLETION, Budget, BudgetExhausted, Limits
-from prime_ci.engine.stops import StopReason
+from prime_ci.cli.schema_registry import schemas
 from prime_ci.errors import ModelError, PersistenceError, SandboxUnavailable
-from prime_ci.model.providers import ModelReply
+from prime_ci.loop import budget as budget_module
+from prime_ci.loop.budget import MIN_COMPLETION, Budget, BudgetExhausted, Limits
+from prime_ci.model.protocol import ModelReply
 from prime_ci.model.usage import Cost, Usage, estimate_tokens
+from prime_ci.stops import StopReason
 from prime_ci.testing import ScriptedServer, contains, reply, tool_call
 
 ROOT = Path(__file__).resolve().parents[1]

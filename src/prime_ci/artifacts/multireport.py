@@ -8,11 +8,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from prime_ci.artifacts import durable
 from prime_ci.artifacts.schemas import ResultModel
 from prime_ci.artifacts.summary_parts import code_cell
 from prime_ci.durations import format_duration
 from prime_ci.errors import ConfigError
+from prime_ci.isolation import durable
 from prime_ci.isolation.parse import json_loads
 from prime_ci.isolation.untrusted import visible
 

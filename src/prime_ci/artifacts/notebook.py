@@ -18,7 +18,7 @@ from typing import Any
 
 import nbformat
 
-from prime_ci.artifacts import durable
+from prime_ci.isolation import durable
 from prime_ci.isolation.redact import redact
 from prime_ci.isolation.untrusted import clean_terminal_text
 

@@ -1,5 +1,5 @@
-"""result.json and summary.md contents (files are written by ``artifacts.durable``; stop reasons and exit codes
-are ``engine.stops``)."""
+"""result.json and summary.md contents (files are written by ``isolation.durable``; stop reasons and exit codes
+are ``prime_ci.stops``)."""
 
 from __future__ import annotations
 

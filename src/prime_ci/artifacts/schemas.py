@@ -6,12 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
 
-from prime_ci.bench.model import bench_schema
-from prime_ci.bench.suite import Task
-from prime_ci.engine.stops import StopReason
-from prime_ci.gates.runner import GateSpec
-from prime_ci.gates.specs import BuildSpec
-from prime_ci.harness.refine import plan_schema
+from prime_ci.gates.specs import SetupEntry
+from prime_ci.stops import StopReason
 
 _CRC = r"^[0-9a-f]{8}$"
 
@@ -68,18 +64,6 @@ class ChildEntry(BaseModel):
     name: str
     status: str
     session: str
-
-
-class SetupEntry(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    name: str
-    command: str
-    passed: bool
-    exit_code: int | None
-    timed_out: bool
-    duration_s: float
-    log: str
-    timeout_s: float | None = None
 
 
 class ResultModel(BaseModel):
@@ -300,20 +284,3 @@ class AssistantUsage(BaseModel):
     cacheWrite: int
     totalTokens: int
     cost: CostSplit
-
-
-class GateFile(BaseModel):
-    gate: list[GateSpec] = Field(default_factory=list)
-    build: list[BuildSpec] = Field(default_factory=list, description="run before every gate round (fast and full)")
-
-
-def schemas() -> dict[str, Any]:
-    return {
-        "result": ResultModel.model_json_schema(),
-        "session": {"header": SessionHeader.model_json_schema(), "entry": SessionEntry.model_json_schema(),
-                    "usage": AssistantUsage.model_json_schema()},
-        "gates": GateFile.model_json_schema(),
-        "refine": plan_schema(),
-        "bench": bench_schema(),
-        "suite": Task.model_json_schema(),
-    }

@@ -18,13 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prime_ci.artifacts import durable
 from prime_ci.bench.model import HiddenCheck, TaskResult
 from prime_ci.bench.suite import Suite, Task
 from prime_ci.bench.verdict import gates_passed, hidden_check, python_of, solved
 from prime_ci.engine.environment import Standalone
 from prime_ci.errors import ConfigError
-from prime_ci.isolation import spawn
+from prime_ci.isolation import durable, spawn
 
 # outcomes that say nothing about the harness or the model's work: a bench run again runs these again
 RETRY = {"bench_error", "model_error", "internal_error", "interrupted", "persistence_error", "sandbox_unavailable"}

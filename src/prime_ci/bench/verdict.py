@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from prime_ci.artifacts import durable
 from prime_ci.bench.model import HiddenCheck
 from prime_ci.bench.suite import DEFAULT_TEST_COMMAND, Task
 from prime_ci.engine.environment import Standalone, standalone
 from prime_ci.gates.runner import GateResult
 from prime_ci.gates.specs import GateSpec
+from prime_ci.isolation import durable
 from prime_ci.isolation.worktree import GitError, Worktree, create_worktree
 
 HIDDEN_TIMEOUT = 900.0

@@ -21,9 +21,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from prime_ci.artifacts import durable
 from prime_ci.children.family import NAME
 from prime_ci.errors import ConfigError
+from prime_ci.isolation import durable
 from prime_ci.session.crc import record_text, signed_line
 from prime_ci.session.log import SessionFile, read_session
 from prime_ci.session.read import parts_text

@@ -23,24 +23,23 @@ from pathlib import Path
 from typing import Any
 
 from prime_ci.activity import doing
-from prime_ci.artifacts import durable
 from prime_ci.children import messages
 from prime_ci.children.auth import descends_from
 from prime_ci.children.member import Member, Message, children_of
 from prime_ci.children.token import FD_VAR, hand_over
-from prime_ci.engine.agent import Agent
-from prime_ci.engine.budget import Budget, BudgetExhausted
-from prime_ci.engine.stops import StopReason
 from prime_ci.errors import ConfigError
-from prime_ci.isolation import spawn
+from prime_ci.isolation import durable, spawn
 from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.sandbox import Sandbox
 from prime_ci.isolation.worktree import GitError, Worktree
 from prime_ci.kernel.bridge import PEER, Refused
+from prime_ci.loop.agent import Agent
+from prime_ci.loop.budget import Budget, BudgetExhausted
+from prime_ci.model.protocol import Model
 from prime_ci.model.providers import ReplayModel
-from prime_ci.model.routes import Model
 from prime_ci.model.usage import session_usage
 from prime_ci.session.log import SessionLog
+from prime_ci.stops import StopReason
 
 __all__ = ["Family", "Member"]
 

@@ -18,17 +18,17 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from prime_ci.engine.agent import Agent, Stop, log_model
-from prime_ci.engine.budget import BudgetExhausted, Snapshot
-from prime_ci.engine.prompt import base_prompt, child_section
-from prime_ci.engine.stops import StopReason
 from prime_ci.kernel import bridge
 from prime_ci.kernel.api import PRELOAD
 from prime_ci.kernel.client import Kernel
 from prime_ci.kernel.launch import KernelConfig, Launched
-from prime_ci.model.providers import Model, ModelReply
+from prime_ci.loop.agent import Agent, Stop, log_model
+from prime_ci.loop.budget import BudgetExhausted, Snapshot
+from prime_ci.loop.system_prompt import base_prompt, child_section
+from prime_ci.model.protocol import Model, ModelReply
 from prime_ci.model.usage import Usage
 from prime_ci.session.log import SessionLog
+from prime_ci.stops import StopReason
 
 FORWARDED = ("rlm.spawn", "rlm.list", "agent_message.send")
 

@@ -84,7 +84,7 @@ def bench(args: tuple[str, ...], demo: bool, merge: bool, harnesses: tuple[str, 
           json_output: bool) -> int:
     """Run a task suite (TOML, JSONL, or SWE-bench instances) as ordinary runs and report solve rates; with two
     --harness, a paired A/B. Exit 0 when it finished, 1 when --min-solve-rate/--max-regression fail."""
-    from prime_ci.bench import report as reports
+    from prime_ci.bench import bench_report as reports
 
     limits = reports.Thresholds(min_solve_rate, max_regression)
     if merge:
@@ -106,8 +106,8 @@ def run_bench(suite_path: Path | None, harnesses: list[str], harness_repo: Path,
               python: str | None = None, task_roots: list[Path] | None = None) -> BenchReport | None:
     """A bench to its report (OUT/bench.json, bench.md, and the report returned); None when it was interrupted.
     Thresholds are the caller's to act on."""
-    from prime_ci.bench import prepare
-    from prime_ci.bench import report as reports
+    from prime_ci.bench import bench_report as reports
+    from prime_ci.bench import preflight
     from prime_ci.bench.driver import RETRY, Driver, Interrupted, Plan
     from prime_ci.bench.model import SuiteInfo
     from prime_ci.bench.suite import load_suite
@@ -125,15 +125,15 @@ def run_bench(suite_path: Path | None, harnesses: list[str], harness_repo: Path,
     host_setup()
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    plan = Plan(suite, out, prepare.harness_states(out, harnesses, harness_repo), model, api_base, repeat, shard,
+    plan = Plan(suite, out, preflight.harness_states(out, harnesses, harness_repo), model, api_base, repeat, shard,
                 sandbox, python)
     jobs_all = plan.jobs()
     if not jobs_all:
         raise ConfigError(f"--shard {shard[0]}/{shard[1]} has no tasks: the suite has {len(suite.tasks)}"
                           if shard else "the suite has no tasks")
-    prepare.check_state(plan)
+    preflight.check_state(plan)
     recorded = plan.recorded()  # also: every job has a model, before anything runs
-    prepare.materialize(plan)
+    preflight.materialize(plan)
     driver = Driver(plan, jobs, lambda *_: None)
     earlier = len(driver.finished)
     tasks = len(jobs_all) // (len(plan.harnesses) * repeat)
@@ -147,7 +147,7 @@ def run_bench(suite_path: Path | None, harnesses: list[str], harness_repo: Path,
             driver.progress = progress
             results = asyncio.run(driver.run())
     except Interrupted as exc:
-        prepare.add_wall(out, time.monotonic() - started)
+        preflight.add_wall(out, time.monotonic() - started)
         say(f"interrupted: {exc}; run the same command again to finish them")
         return None
     unjudged = [r for r in results if r.stop_reason in RETRY or (r.hidden is not None and r.hidden.error)]
@@ -159,7 +159,7 @@ def run_bench(suite_path: Path | None, harnesses: list[str], harness_repo: Path,
     report = reports.build(
         SuiteInfo(name=suite.name, path=str(suite.path), sha256=suite.sha256, tasks=len(suite.tasks)),
         [(h.label, h.source) for h in plan.harnesses], results, model=model, recorded=recorded, repeat=repeat,
-        shard=f"{shard[0]}/{shard[1]}" if shard else None, wall_s=prepare.add_wall(out, time.monotonic() - started),
+        shard=f"{shard[0]}/{shard[1]}" if shard else None, wall_s=preflight.add_wall(out, time.monotonic() - started),
         limits=limits)
     reports.write(report, out, attach_to)
     return report

@@ -81,7 +81,7 @@ def show(session: Path) -> int:
 def schema(which: str) -> int:
     """Print the JSON Schema of result.json, session entries, gate files, refine plans, bench.json and a bench
     suite's task (a TOML [[task]] table or a JSONL line)."""
-    from prime_ci.artifacts.schemas import schemas
+    from prime_ci.cli.schema_registry import schemas
 
     all_schemas = schemas()
     click.echo(json.dumps(all_schemas if which == "all" else all_schemas[which], indent=2))

@@ -156,7 +156,7 @@ def refine_cmd(session: Path, harness_dir: Path, model: str | None, api_base: st
          f"--harness {escape(str(harness_dir))}")
     if bench_suite is None or before is None:
         return 0
-    from prime_ci.bench.report import Thresholds
+    from prime_ci.bench.bench_report import Thresholds
     from prime_ci.cli.bench_cmd import run_bench
 
     # a recorded refinement model is no task model: the suite's own models or recordings run the tasks then

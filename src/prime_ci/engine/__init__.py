@@ -1,1 +1,2 @@
-"""One run end to end: settings, preparation, the setup phase, the agent loop, the budget ledger, compaction, resume."""
+"""One run end to end: settings, preparation, the setup phase, running the loop with its family and gates, resume,
+the finish (verdict, artifacts, harness refinement)."""

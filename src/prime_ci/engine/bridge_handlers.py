@@ -8,11 +8,11 @@ from typing import Any, Protocol
 
 from prime_ci.children import auth
 from prime_ci.children.family import Family
-from prime_ci.engine.agent import Agent
-from prime_ci.engine.budget import Budget
 from prime_ci.engine.prepare import Prepared
 from prime_ci.gates.judge import Judge
 from prime_ci.kernel.bridge import Bridge, Handler, Refused
+from prime_ci.loop.agent import Agent
+from prime_ci.loop.budget import Budget
 from prime_ci.session.log import SessionLog
 
 

@@ -13,19 +13,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prime_ci.artifacts import durable, report
+from prime_ci.artifacts import report
 from prime_ci.artifacts.notebook import NotebookWriter
 from prime_ci.artifacts.summary_parts import SummaryInputs, github_links
-from prime_ci.engine.agent import Agent
-from prime_ci.engine.stops import StopReason
 from prime_ci.errors import PersistenceError
 from prime_ci.gates.judge import Judge
 from prime_ci.gates.junit import write_gates_junit
 from prime_ci.gates.runner import GateResult
-from prime_ci.harness.run import HarnessRun
+from prime_ci.harness.in_run import HarnessRun
 from prime_ci.harness.store import HarnessError
+from prime_ci.isolation import durable
 from prime_ci.isolation.worktree import GitError
+from prime_ci.loop.agent import Agent
 from prime_ci.session.log import SessionLog
+from prime_ci.stops import StopReason
 
 Say = Callable[[str], None]
 

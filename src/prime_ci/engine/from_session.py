@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prime_ci.engine.agent import Agent
-from prime_ci.engine.compact import summary_message
 from prime_ci.engine.resume import context_message
 from prime_ci.errors import ConfigError
+from prime_ci.loop.agent import Agent
+from prime_ci.loop.compact import summary_message
 from prime_ci.model.usage import Cost, Usage, session_usage
 from prime_ci.session.log import SessionLog, read_session
 from prime_ci.session.read import parts_text

@@ -18,7 +18,7 @@ from prime_ci.engine.setup import SetupSpec
 from prime_ci.errors import ConfigError
 from prime_ci.gates.runner import GateSpec, gates_from_commands, load_gate_files, load_gate_files_from_ref
 from prime_ci.gates.specs import BuildSpec, builds_from_texts, collect_builds
-from prime_ci.harness.run import HarnessRun
+from prime_ci.harness.in_run import HarnessRun
 from prime_ci.isolation import limits, projenv
 from prime_ci.isolation import sandbox as sandbox_mod
 from prime_ci.isolation.paths import inside, inside_any
@@ -26,7 +26,8 @@ from prime_ci.isolation.projenv import ProjectEnv
 from prime_ci.isolation.sandbox import Sandbox
 from prime_ci.isolation.worktree import Worktree, create_worktree, is_url, resolve_ref
 from prime_ci.model.credentials import model_problem
-from prime_ci.model.routes import Model, make_model, model_options
+from prime_ci.model.protocol import Model
+from prime_ci.model.routes import make_model, model_options
 from prime_ci.session.log import entry_id
 
 

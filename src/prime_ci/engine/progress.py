@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from prime_ci.activity import Activity
-from prime_ci.engine.budget import Budget
+from prime_ci.loop.budget import Budget
 
 TICK_S = 0.5
 

@@ -21,18 +21,13 @@ from prime_ci.artifacts.schemas import result_json
 from prime_ci.children.family import Family
 from prime_ci.engine import bridge_handlers, finish
 from prime_ci.engine.actions_log import ActionsLog, Emit
-from prime_ci.engine.agent import Agent, Conversation, log_model
-from prime_ci.engine.budget import MAX_CALL_S, Budget, Limits
-from prime_ci.engine.compact import Compactor
 from prime_ci.engine.environment import environment_section, gate_vars, hand_over, project_vars, run_setup, take_back
 from prime_ci.engine.from_session import go_on
 from prime_ci.engine.prepare import Prepared
 from prime_ci.engine.progress import Progress, start_ticker, stop_ticker
-from prime_ci.engine.prompt import base_prompt
 from prime_ci.engine.resume import ResumeState, last_assistant
+from prime_ci.engine.settle import settle
 from prime_ci.engine.setup import SetupOutcome, failure_detail
-from prime_ci.engine.stops import SIGTERM_EXIT, Stop, StopReason
-from prime_ci.engine.verdict import settle
 from prime_ci.errors import KernelLost, ModelError, PersistenceError
 from prime_ci.gates.builds import Builder
 from prime_ci.gates.judge import Judge, time_to_green
@@ -46,6 +41,10 @@ from prime_ci.kernel.api import PRELOAD
 from prime_ci.kernel.bridge import Bridge, run_dir
 from prime_ci.kernel.client import CellResult, Kernel, KernelConfig
 from prime_ci.kernel.output import cell_text
+from prime_ci.loop.agent import Agent, Conversation, log_model
+from prime_ci.loop.budget import MAX_CALL_S, Budget, Limits
+from prime_ci.loop.compact import Compactor
+from prime_ci.loop.system_prompt import base_prompt
 from prime_ci.model.routes import (
     ReplayModel,
     child_model,
@@ -55,6 +54,7 @@ from prime_ci.model.routes import (
     prices,
 )
 from prime_ci.session.log import SessionLog, entry_id
+from prime_ci.stops import SIGTERM_EXIT, Stop, StopReason
 
 SIGNAL_EXIT = {signal.SIGINT: StopReason.INTERRUPTED.exit_code, signal.SIGTERM: SIGTERM_EXIT,
                signal.SIGHUP: SIGTERM_EXIT}

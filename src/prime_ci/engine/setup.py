@@ -19,10 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from prime_ci.artifacts.schemas import SetupEntry
 from prime_ci.errors import ConfigError
 from prime_ci.gates.junit import ended
-from prime_ci.gates.specs import GateSpec, gates_from_commands
+from prime_ci.gates.specs import GateSpec, SetupEntry, gates_from_commands
 from prime_ci.isolation.parse import toml_loads
 from prime_ci.isolation.redact import redact
 from prime_ci.isolation.untrusted import clean_terminal_text

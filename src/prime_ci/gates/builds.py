@@ -25,12 +25,11 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from prime_ci.artifacts.schemas import SetupEntry
 from prime_ci.gates.fingerprint import watched_ignored
 from prime_ci.gates.junit import clip_middle
 from prime_ci.gates.protect import hidden_changes, steers_runner
 from prime_ci.gates.runner import run_gate
-from prime_ci.gates.specs import BuildSpec
+from prime_ci.gates.specs import BuildSpec, SetupEntry
 from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.untrusted import strip_ansi
 from prime_ci.isolation.worktree import Worktree

@@ -1,6 +1,6 @@
-"""The lines of one failing test's block in a log, read per runner (used by :mod:`prime_ci.failures`).
+"""The lines of one failing test's block in a log, read per runner (used by :mod:`prime_ci.gates.failures`).
 
-A block starts at a line :mod:`prime_ci.failures` recognises (``not ok``, ``--- FAIL:``, ``● ...``); each
+A block starts at a line :mod:`prime_ci.gates.failures` recognises (``not ok``, ``--- FAIL:``, ``● ...``); each
 ``feed_*`` function takes the block's next line and answers whether it still belongs to the block,
 collecting the message, the location and a bounded excerpt on the way.
 """

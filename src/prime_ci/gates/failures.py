@@ -4,7 +4,7 @@ Recognised: pytest (summary lines, subtests and the FAILURES sections, xdist or 
 (``python -m unittest``, ``setup.py test``, Django's ``manage.py test``), TAP (``node --test``, tape), node's
 spec reporter, jest, vitest, ``go test`` and ``cargo test``. The log is read in blocks and never held whole;
 lines that can start nothing are skipped by one regular-expression search, and every failure keeps only a
-bounded excerpt of its details (:mod:`prime_ci.failure_blocks` reads a failure's lines).
+bounded excerpt of its details (:mod:`prime_ci.gates.failure_blocks` reads a failure's lines).
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from prime_ci.engine.stops import Stop, StopReason
 from prime_ci.gates.builds import Builder, BuildOutcome
 from prime_ci.gates.fast_rerun import FastRerun, plan_rerun
 from prime_ci.gates.junit import status_text
@@ -23,6 +22,7 @@ from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.untrusted import strip_ansi
 from prime_ci.isolation.worktree import Worktree
 from prime_ci.session.log import SessionLog
+from prime_ci.stops import Stop, StopReason
 
 TAIL_LINES = 15  # of a failed build's log, or of a gate's that named no failing test
 
@@ -32,7 +32,7 @@ class Judge:
     """Gate rounds and their verdict.
 
     A retry round (the last full run of some gates failed on tests they can rerun, see
-    :mod:`prime_ci.fast_rerun`, and the workspace changed) first reruns just those tests. If they still
+    :mod:`prime_ci.gates.fast_rerun`, and the workspace changed) first reruns just those tests. If they still
     fail, that is the round's result, fed back at once and counted like any failed round; otherwise the
     full gates run in the same round. Only a full run passes a round. The kernel's ``gates.run()`` and
     ``final_round`` always run the full gates.

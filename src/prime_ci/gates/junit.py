@@ -1,7 +1,7 @@
 """JUnit XML in and out: failures from a project's report, one report over the gates, GitHub annotations.
 
 Also holds the small helpers (middle clipping, stack-frame locations) that :mod:`prime_ci.gates` and
-:mod:`prime_ci.failures` (failing tests parsed from a gate's log) share.
+:mod:`prime_ci.gates.failures` (failing tests parsed from a gate's log) share.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 import junit_xml
 
-from prime_ci.artifacts import durable
 from prime_ci.durations import format_duration
+from prime_ci.isolation import durable
 from prime_ci.isolation.paths import relative_inside
 from prime_ci.isolation.untrusted import strip_ansi
 
@@ -36,7 +36,7 @@ Kind = Literal["failure", "error"]
 
 @dataclass
 class JUnitFailure:
-    """One failing test, from a JUnit report or (:mod:`prime_ci.failures`) from a gate's log."""
+    """One failing test, from a JUnit report or (:mod:`prime_ci.gates.failures`) from a gate's log."""
 
     test: str
     kind: Kind
@@ -243,7 +243,7 @@ def _failure_output(result: GateResult) -> str:
 def write_gates_junit(results: Sequence[GateResult], path: Path, *, suite: str = "prime-ci gates") -> None:
     """One testcase per gate; failures carry bounded output; flaky gates get a ``flaky`` property.
 
-    Written (redacted) through ``artifacts.durable``: an unwritable PATH raises ``PersistenceError``."""
+    Written (redacted) through ``isolation.durable``: an unwritable PATH raises ``PersistenceError``."""
     cases = []
     for r in results:
         case = junit_xml.TestCase(xml_safe(r.name), classname="prime-ci.gates", elapsed_sec=round(r.duration_s, 3))

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 from prime_ci.activity import doing
-from prime_ci.artifacts.durable import describe
 from prime_ci.errors import ConfigError, PersistenceError
 from prime_ci.gates.failures import scan_log
 from prime_ci.gates.feedback import feedback_message
@@ -34,6 +33,7 @@ from prime_ci.gates.junit import (
 from prime_ci.gates.specs import GateSpec, gates_from_commands, load_gate_files, load_gate_files_from_ref
 from prime_ci.isolation import spawn
 from prime_ci.isolation.box import Box, run_of
+from prime_ci.isolation.durable import describe
 from prime_ci.isolation.limits import Events, Limits, human, reason
 from prime_ci.isolation.paths import inside
 from prime_ci.isolation.procs import kill_tree, send_signal

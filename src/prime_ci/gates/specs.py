@@ -89,6 +89,23 @@ class BuildSpec(BaseModel):
         return GateSpec(name=self.name, command=self.command, timeout=self.timeout, env=self.env)
 
 
+class GateFile(BaseModel):  # a gate file's tables, for ``prime-ci schema gates`` (no docstring: it would show)
+    gate: list[GateSpec] = Field(default_factory=list)
+    build: list[BuildSpec] = Field(default_factory=list, description="run before every gate round (fast and full)")
+
+
+class SetupEntry(BaseModel):  # a setup or build command's outcome, as result.json and the session log carry it
+    model_config = ConfigDict(extra="allow")
+    name: str
+    command: str
+    passed: bool
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+    log: str
+    timeout_s: float | None = None
+
+
 def _describe(exc: ValidationError, index: int, kind: str = "gate") -> str:
     errors = exc.errors()
     err = errors[0]

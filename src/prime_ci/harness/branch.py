@@ -14,8 +14,8 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
-from prime_ci.artifacts import durable
 from prime_ci.harness.store import ChangeSet, HarnessError
+from prime_ci.isolation import durable
 from prime_ci.isolation.paths import relative_name
 from prime_ci.isolation.worktree import git
 

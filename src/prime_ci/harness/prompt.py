@@ -16,7 +16,7 @@ def prompt_section(store: HarnessStore | None, *, limit: int = 12000, skills: Se
     """The delimited harness part of the system prompt; '' when there is nothing to show.
 
     Prompt notes and memories in full up to ``limit`` characters (truncation is stated), then an index of
-    skills (``skills``: discovered ``prime_ci.skills.Skill`` objects; default: the store's skill entries)
+    skills (``skills``: discovered ``prime_ci.harness.skills.Skill`` objects; default: the store's skill entries)
     and subagents. Untrusted entries are left out and counted. ``store`` None: only the skills index.
     """
     entries = store.list() if store is not None else []

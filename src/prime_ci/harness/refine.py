@@ -16,8 +16,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from prime_ci.artifacts import durable
-from prime_ci.engine.budget import Budget, Limits
 from prime_ci.errors import PrimeCIError
 from prime_ci.harness.store import (
     KINDS,
@@ -29,8 +27,10 @@ from prime_ci.harness.store import (
     check_name,
     read_jsonl,
 )
-from prime_ci.model.routes import Model, Usage
-from prime_ci.model.usage import Cost
+from prime_ci.isolation import durable
+from prime_ci.loop.budget import Budget, Limits
+from prime_ci.model.protocol import Model
+from prime_ci.model.usage import Cost, Usage
 from prime_ci.session.log import SessionFile, now_iso, read_session
 
 MAX_OPS = 5

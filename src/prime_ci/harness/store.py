@@ -17,7 +17,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from prime_ci.artifacts import durable
 from prime_ci.errors import PersistenceError
 from prime_ci.harness.entries import (
     _DIRS,
@@ -38,6 +37,7 @@ from prime_ci.harness.entries import (
     read_jsonl,
 )
 from prime_ci.harness.frontmatter import one_line, parse_frontmatter
+from prime_ci.isolation import durable
 from prime_ci.session.log import now_iso
 
 __all__ = ["KINDS", "NAME_RE", "TRIGGERS", "Change", "ChangeSet", "Entry", "HarnessCorrupt", "HarnessError",

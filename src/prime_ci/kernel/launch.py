@@ -3,7 +3,7 @@
 Each kernel generation runs in a box of its own (``box.Box``: processes, memory, file size; a cgroup where
 the host allows one), so what its cells start, ``setsid`` and ``env -i`` daemons included, dies with it.
 Nothing here imports jupyter_client, zmq or asyncio, so a child host can start its kernel first and load the
-rest of itself while the kernel boots (``prime_ci.kernel.Kernel`` connects to it afterwards).
+rest of itself while the kernel boots (``prime_ci.kernel.client.Kernel`` connects to it afterwards).
 """
 
 from __future__ import annotations

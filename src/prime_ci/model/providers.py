@@ -1,4 +1,4 @@
-"""Model calls without litellm: the reply types, the one retry layer, the direct OpenAI-compatible route and
+"""Model calls without litellm: the one retry layer, the direct OpenAI-compatible route and
 the replay model.
 
 Retries live here and only here: bounded attempts, exponential backoff with jitter, ``Retry-After``
@@ -22,12 +22,13 @@ import re
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from prime_ci.errors import ConfigError, ContextOverflow, ModelError
 from prime_ci.isolation.redact import redact
+from prime_ci.model.protocol import UNREADABLE, ModelReply, ToolCall
 from prime_ci.model.usage import Cost, Usage, usage_from
 
 RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504, 529}
@@ -41,67 +42,9 @@ _AUTH = re.compile(r"missing \S+ api key|api[_ ]key (?:client option )?must be s
 # llama.cpp's server when its own parser cannot read what the model generated (a tool call cut off at the
 # completion cap, or malformed): older builds and newer ones word it differently
 _UNREADABLE = re.compile(r"does not match the expected \S+ format|failed to parse tool call", re.I)
-UNREADABLE = "unreadable"  # the finish reason of a reply the server generated but could not read
-
-
-@dataclass
-class ToolCall:
-    id: str
-    name: str
-    arguments: str  # raw JSON text as the model produced it
-
-
-@dataclass
-class ModelReply:
-    text: str
-    tool_calls: list[ToolCall]
-    usage: Usage
-    cost: Cost | None  # None: the model's price is unknown
-    finish_reason: str
-    model: str
-    attempts: int = 1
-    errors: list[str] = field(default_factory=list)
-    thinking: str = ""  # reasoning text the provider returned (logged, shown; never fed back by itself)
-    thinking_blocks: list[dict[str, Any]] | None = None  # signed blocks Anthropic wants back with tool use
-
-    @property
-    def cost_usd(self) -> float | None:
-        return None if self.cost is None else self.cost.total
-
-    @property
-    def truncated(self) -> bool:
-        return self.finish_reason == "length"
-
-    def to_wire(self) -> dict[str, Any]:
-        """The reply as JSON (a child's model call answered by the root)."""
-        return {"text": self.text, "finish_reason": self.finish_reason, "model": self.model,
-                "attempts": self.attempts, "usage": self.usage.to_json(),
-                "cost": None if self.cost is None else self.cost.to_json(), "thinking": self.thinking,
-                "thinking_blocks": self.thinking_blocks,
-                "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls]}
-
-    @classmethod
-    def from_wire(cls, r: dict[str, Any]) -> ModelReply:
-        calls = [ToolCall(c["id"], c["name"], c["arguments"]) for c in r["tool_calls"]]
-        cost = None if r.get("cost") is None else Cost.from_json(r["cost"])
-        return cls(r["text"], calls, Usage.from_json(r["usage"]), cost, r["finish_reason"], r["model"],
-                   r["attempts"], thinking=r.get("thinking") or "", thinking_blocks=r.get("thinking_blocks"))
-
-
-class Model(Protocol):
-    name: str
-
-    async def complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, max_tokens: int, timeout: float
-    ) -> ModelReply: ...
 
 
 DEFAULT_ATTEMPT_TIMEOUT = 300.0
-
-
-def endpoint(model: Model) -> str:
-    """Where a model's calls go, for messages: the URL or provider, else the model's name."""
-    return str(getattr(model, "where", "") or model.name)
 
 
 @dataclass

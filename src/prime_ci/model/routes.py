@@ -18,17 +18,15 @@ from typing import Any
 
 from prime_ci.errors import ConfigError
 from prime_ci.model import table
+from prime_ci.model.protocol import Model, ModelReply, ToolCall
 from prime_ci.model.providers import (
     DEFAULT_ATTEMPT_TIMEOUT,
-    Model,
-    ModelReply,
     OpenAICompatModel,
     Pricer,
     ProviderError,
     ReplayModel,
     RetryingModel,
     RetryPolicy,
-    ToolCall,
     connection_cause,
     discover_window,
     parse_retry_after,
@@ -36,8 +34,7 @@ from prime_ci.model.providers import (
 )
 from prime_ci.model.usage import Cost, Usage, UserPrice, usage_from
 
-__all__ = ["LiteLLMModel", "Model", "ModelOptions", "ModelReply", "ReplayModel", "RetryPolicy", "ToolCall", "Usage",
-           "make_model"]
+__all__ = ["LiteLLMModel", "ModelOptions", "ReplayModel", "RetryPolicy", "make_model"]
 
 _lock = threading.Lock()
 _thread: threading.Thread | None = None

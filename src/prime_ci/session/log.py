@@ -30,8 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from prime_ci.artifacts import durable
 from prime_ci.errors import LogCorruptError, PersistenceError
+from prime_ci.isolation import durable
 from prime_ci.isolation.redact import redact
 from prime_ci.isolation.untrusted import clean_json
 from prime_ci.session.crc import record_text, signed_line

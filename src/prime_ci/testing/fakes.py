@@ -1,6 +1,6 @@
 """In-process seams for the agent loop: a scripted ``Model`` and a fake kernel (an ``Executor``).
 
-They let a test drive ``prime_ci.engine.agent.Agent``, the budget, the judge, the compactor and resume's
+They let a test drive ``prime_ci.loop.agent.Agent``, the budget, the judge, the compactor and resume's
 state rebuild in milliseconds, without a kernel process or an HTTP server::
 
     model = ScriptedModel([tool_reply("x = 1"), text_reply("done")])
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from prime_ci.kernel.client import CellResult
-from prime_ci.model.providers import ModelReply, ToolCall
+from prime_ci.model.protocol import ModelReply, ToolCall
 from prime_ci.model.usage import Cost, Usage
 
 __all__ = ["CellStep", "FakeExecutor", "ModelCall", "ModelStep", "ScriptedModel", "cell", "raw_tool_reply",
@@ -179,8 +179,8 @@ class FakeExecutor:
 
 
 if TYPE_CHECKING:  # mypy checks that the fakes satisfy the protocols the loop takes
-    from prime_ci.engine.agent import Executor
-    from prime_ci.model.providers import Model
+    from prime_ci.loop.agent import Executor
+    from prime_ci.model.protocol import Model
 
     def _conforms(model: ScriptedModel, kernel: FakeExecutor) -> tuple[Model, Executor]:
         return model, kernel

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from prime_ci.artifacts import durable
 from prime_ci.errors import PersistenceError
 from prime_ci.harness.refine import record_rejection, rejections
 from prime_ci.harness.store import Change, HarnessStore
+from prime_ci.isolation import durable
 from prime_ci.isolation.redact import MASK, register
 
 
@@ -73,7 +73,7 @@ def test_a_missing_directory_is_a_persistence_error_naming_the_file(tmp_path: Pa
 _WRITER = """
 import sys
 from pathlib import Path
-from prime_ci.artifacts import durable
+from prime_ci.isolation import durable
 path, tag = Path(sys.argv[1]), sys.argv[2]
 for i in range(int(sys.argv[3])):
     durable.append(path, (tag * 200_000) + f" {i}\\n")

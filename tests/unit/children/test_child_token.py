@@ -20,11 +20,11 @@ from conftest import BUGGY, make_repo, run_prime
 from prime_ci.children import auth
 from prime_ci.children.family import Family, Member
 from prime_ci.children.token import FD_VAR, hand_over
-from prime_ci.engine.budget import Budget, Limits
 from prime_ci.isolation.limits import Limits as BoxLimits
 from prime_ci.isolation.worktree import Worktree
 from prime_ci.kernel.bridge import Bridge, Refused
 from prime_ci.kernel.bridge import request as bridge_request
+from prime_ci.loop.budget import Budget, Limits
 from prime_ci.session.log import SessionLog
 from prime_ci.testing import ScriptedServer, contains, ipython, reply
 from prime_ci.testing.fakes import ScriptedModel, text_reply

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from prime_ci.engine.budget import Budget, BudgetExhausted, Limits, StopReason
-from prime_ci.model.providers import ModelReply
+from prime_ci.loop.budget import Budget, BudgetExhausted, Limits, StopReason
+from prime_ci.model.protocol import ModelReply
 from prime_ci.model.usage import Cost, Usage
 from prime_ci.testing.fakes import ModelCall, ScriptedModel
 

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from conftest import make_repo, run_prime
-from prime_ci.engine.agent import Agent, wire_arguments
-from prime_ci.engine.budget import Budget, Limits
 from prime_ci.engine.resume import rebuild
-from prime_ci.engine.stops import Stop, StopReason
-from prime_ci.model.providers import ModelReply, OpenAICompatModel, RetryPolicy, ToolCall
+from prime_ci.loop.agent import Agent, wire_arguments
+from prime_ci.loop.budget import Budget, Limits
+from prime_ci.model.protocol import ModelReply, ToolCall
+from prime_ci.model.providers import OpenAICompatModel, RetryPolicy
 from prime_ci.model.usage import Usage
 from prime_ci.session.log import SessionLog, read_session
+from prime_ci.stops import Stop, StopReason
 from prime_ci.testing import ScriptedServer, error, ipython, reply, tool_call
 from prime_ci.testing.fakes import FakeExecutor, ScriptedModel, text_reply
 

@@ -9,15 +9,15 @@ from conftest import wait_until_async
 from prime_ci.activity import Activity, watch
 from prime_ci.children.family import Family
 from prime_ci.children.member import Member
-from prime_ci.engine.agent import Agent
-from prime_ci.engine.budget import Budget, Limits
 from prime_ci.engine.progress import Status, start_ticker, stop_ticker
-from prime_ci.engine.stops import Stop, StopReason
 from prime_ci.gates.runner import GateSpec, run_gate
 from prime_ci.isolation.limits import Limits as BoxLimits
 from prime_ci.isolation.worktree import Worktree
-from prime_ci.model.providers import ModelReply
+from prime_ci.loop.agent import Agent
+from prime_ci.loop.budget import Budget, Limits
+from prime_ci.model.protocol import ModelReply
 from prime_ci.session.log import SessionLog
+from prime_ci.stops import Stop, StopReason
 from prime_ci.testing.fakes import FakeExecutor, ModelCall, ScriptedModel, text_reply, tool_reply
 
 

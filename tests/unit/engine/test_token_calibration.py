@@ -9,13 +9,13 @@ import json
 import math
 from pathlib import Path
 
-from prime_ci.engine.agent import Agent, Conversation
-from prime_ci.engine.budget import Budget, Limits
-from prime_ci.engine.compact import CUT_SHORT, Compactor
-from prime_ci.engine.stops import Stop, StopReason
-from prime_ci.model.providers import ModelReply
+from prime_ci.loop.agent import Agent, Conversation
+from prime_ci.loop.budget import Budget, Limits
+from prime_ci.loop.compact import CUT_SHORT, Compactor
+from prime_ci.model.protocol import ModelReply
 from prime_ci.model.usage import MARGIN, PRIOR_TOKENS_PER_CHAR, TokenRate, Usage
 from prime_ci.session.log import SessionLog, read_session
+from prime_ci.stops import Stop, StopReason
 from prime_ci.testing.fakes import FakeExecutor, ModelCall, ScriptedModel, cell, text_reply, tool_reply
 
 WINDOW = 8192

@@ -13,9 +13,7 @@ import pytest
 
 from cext_project import BROKEN, BUILD, FILES, GATE, RIGHT, SHADOW, WRONG
 from conftest import make_repo
-from prime_ci.artifacts.schemas import schemas
-from prime_ci.engine.agent import Agent, Stop
-from prime_ci.engine.budget import Budget, Limits
+from prime_ci.cli.schema_registry import schemas
 from prime_ci.engine.environment import Standalone, standalone
 from prime_ci.engine.resume import rebuild
 from prime_ci.errors import ConfigError
@@ -26,6 +24,8 @@ from prime_ci.gates.specs import builds_from_texts, collect_builds, gates_from_c
 from prime_ci.isolation.limits import Limits as BoxLimits
 from prime_ci.isolation.worktree import Worktree, create_worktree
 from prime_ci.kernel.client import CellResult
+from prime_ci.loop.agent import Agent, Stop
+from prime_ci.loop.budget import Budget, Limits
 from prime_ci.session.log import SessionLog
 from prime_ci.session.read import read_session
 from prime_ci.testing.fakes import FakeExecutor, ScriptedModel, cell, text_reply, tool_reply

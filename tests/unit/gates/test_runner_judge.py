@@ -7,12 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from prime_ci.engine.stops import Stop, StopReason
 from prime_ci.gates.judge import Judge
 from prime_ci.gates.specs import gates_from_commands
 from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.worktree import Worktree
 from prime_ci.session.log import SessionLog
+from prime_ci.stops import Stop, StopReason
 
 CODE = "def double(n):\n    return n * 3\n"
 TESTS = (

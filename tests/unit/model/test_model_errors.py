@@ -69,7 +69,7 @@ def test_a_server_that_never_answers_is_named_with_how_long_it_was_silent() -> N
 
 
 def test_a_call_still_waiting_is_named_by_the_ledger() -> None:
-    from prime_ci.engine.budget import Budget, Limits
+    from prime_ci.loop.budget import Budget, Limits
 
     class Silent:
         name, where = "openai/m", "http://127.0.0.1:1/v1/chat/completions"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from prime_ci.artifacts import durable
 from prime_ci.bench import markdown, stats
 from prime_ci.bench.model import BenchReport, SuiteInfo, TaskResult
 from prime_ci.errors import ConfigError
+from prime_ci.isolation import durable
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,11 @@ or a protected path in the diff turns any stop into a security stop."""
 from __future__ import annotations
 
 from prime_ci.engine.prepare import Prepared
-from prime_ci.engine.stops import Stop, StopReason
 from prime_ci.gates import protect
 from prime_ci.gates.judge import Judge
 from prime_ci.isolation import redact
 from prime_ci.isolation.worktree import GitError
+from prime_ci.stops import Stop, StopReason
 
 
 def settle(prep: Prepared, judge: Judge, stop: Stop) -> tuple[str, list[str], list[str], Stop]:

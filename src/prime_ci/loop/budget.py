@@ -27,10 +27,11 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Protocol
 
 from prime_ci.activity import doing
-from prime_ci.engine.stops import StopReason
 from prime_ci.errors import ModelError, PrimeCIError
-from prime_ci.model.providers import UNREADABLE, Model, ModelReply, endpoint, seconds
+from prime_ci.model.protocol import UNREADABLE, Model, ModelReply, endpoint
+from prime_ci.model.providers import seconds
 from prime_ci.model.usage import Cost, TokenRate, Usage, message_chars, usd
+from prime_ci.stops import StopReason
 
 MIN_COMPLETION = 16
 WARN_AT = (0.5, 0.8, 0.95)

@@ -10,16 +10,15 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from prime_ci.activity import doing
-from prime_ci.engine.budget import BudgetExhausted, Meter
-from prime_ci.engine.compact import Compactor
-from prime_ci.engine.stops import Stop, StopReason
 from prime_ci.errors import ContextOverflow
 from prime_ci.isolation.untrusted import clean_terminal_text
 from prime_ci.kernel.client import CellResult
-from prime_ci.model.providers import UNREADABLE, endpoint
-from prime_ci.model.routes import Model, ModelReply, ToolCall
+from prime_ci.loop.budget import BudgetExhausted, Meter
+from prime_ci.loop.compact import Compactor
+from prime_ci.model.protocol import UNREADABLE, Model, ModelReply, ToolCall, endpoint
 from prime_ci.model.usage import Cost, TokenRate, Usage, message_chars, session_usage
 from prime_ci.session.log import SessionLog
+from prime_ci.stops import Stop, StopReason
 
 TOOL = {
     "type": "function",

@@ -12,18 +12,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prime_ci.artifacts import durable
-from prime_ci.engine.budget import Budget, BudgetExhausted
 from prime_ci.errors import ConfigError, PersistenceError
 from prime_ci.harness.branch import commit_state, git_dir_of, load_branch, proposal_branch, push, write_pr_body
 from prime_ci.harness.prompt import prompt_section, subagent_spec
 from prime_ci.harness.refine import refine
 from prime_ci.harness.skills import Skill, discover, kernel_preload, kernel_pythonpath
 from prime_ci.harness.store import ChangeSet, HarnessError, HarnessStore
+from prime_ci.isolation import durable
 from prime_ci.isolation.paths import inside
 from prime_ci.isolation.worktree import Worktree
 from prime_ci.kernel.bridge import Handler, Refused
-from prime_ci.model.providers import Model
+from prime_ci.loop.budget import Budget, BudgetExhausted
+from prime_ci.model.protocol import Model
 from prime_ci.model.usage import Cost, Usage
 from prime_ci.session.log import SessionLog
 

@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from prime_ci.engine.budget import BudgetExhausted, Meter
-from prime_ci.model.routes import Model, ModelReply
+from prime_ci.loop.budget import BudgetExhausted, Meter
+from prime_ci.model.protocol import Model, ModelReply
 from prime_ci.model.usage import Cost, TokenRate, Usage
 from prime_ci.session.log import SessionLog
 

@@ -10,11 +10,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from prime_ci.artifacts import durable
 from prime_ci.bench.driver import HarnessState, Plan
 from prime_ci.errors import ConfigError
 from prime_ci.harness.branch import git_dir_of, load_branch
 from prime_ci.harness.store import HarnessError
+from prime_ci.isolation import durable
 from prime_ci.isolation.worktree import commit_directory, is_url
 
 HARNESS_ENTRIES = ("prompts", "memories", "skills", "subagents", "history.jsonl")
