@@ -89,7 +89,22 @@ def print_outcome(result: dict[str, Any], as_json: bool) -> int:
     return code
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+HELP_OPTIONS = ["-h", "--help"]
+
+
+class Commands(click.Group):
+    """Every command, at any depth, takes ``-h`` in any context made for it: click makes a command's help option
+    once, from the first context asked, and a context made without the group's (``make_context``) had only
+    ``--help``."""
+
+    group_class = type
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        cmd.context_settings.setdefault("help_option_names", HELP_OPTIONS)
+        super().add_command(cmd, name)
+
+
+@click.group(cls=Commands, context_settings={"help_option_names": HELP_OPTIONS, "max_content_width": 110})
 @click.version_option(__version__, prog_name="prime-ci")
 def cli() -> None:
     """prime-ci: let a model work on a repository in CI until quality gates pass or a budget runs out."""
