@@ -125,7 +125,9 @@ def cli_inproc(
     """``run_cli`` without the process: the same entry point (``prime_ci.cli:main``), arguments, environment,
     working directory, empty stdin and non-terminal stdout/stderr, run in this process (no interpreter start,
     the imports paid once per worker). For promises that are not about the process boundary; what only a process
-    shows (signals, kills, exit through the interpreter, a clean environment) stays with ``run_cli``."""
+    shows stays with ``run_cli``: signals and kills, the interpreter's exit, and whatever a process reads once
+    (``TMPDIR``: ``tempfile`` keeps the first directory it found; the host set-up's subreaper and undumpable
+    flags stay on this process)."""
     from prime_ci.cli import main
 
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_CI_")}
