@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -28,6 +31,12 @@ BUGGY = {
 # A cell (or helper process) standing for work that never ends: it blocks until it is interrupted or killed, so
 # no duration can run out first on a slow machine (a lock wait is interruptible by signals on POSIX).
 HANG = "import threading\nthreading.Event().wait()"
+
+# A pytest gate for the tests' repositories, without the plugins of prime-ci's dev environment (its interpreter is
+# the job's): a gate's bytecode cache is private to its run, so every gate compiles what it imports afresh, and
+# those plugins (hypothesis above all) cost about 2 s of CPU a gate. The output and the exit codes are pytest's own.
+PYTEST_GATE = ("python -m pytest -q -p no:hypothesispytest -p no:benchmark -p no:xdist -p no:xdist.looponfail "
+               "-p no:timeout -p no:anyio -p no:platformdirs")
 
 FIX = (
     "from pathlib import Path\n"
@@ -107,6 +116,57 @@ def run_prime(
     args = ["run", str(repo), "--task", task, "--model", "openai/scripted", "--api-base", server.url,
             "--out", str(out), *extra]
     proc = run_cli(args, cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test-canary", **(env or {})}, timeout=timeout)
+    return Outcome(proc, out)
+
+
+def cli_inproc(
+    args: list[str], *, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``run_cli`` without the process: the same entry point (``prime_ci.cli:main``), arguments, environment,
+    working directory, empty stdin and non-terminal stdout/stderr, run in this process (no interpreter start,
+    the imports paid once per worker). For promises that are not about the process boundary; what only a process
+    shows stays with ``run_cli``: signals and kills, the interpreter's exit, and whatever a process reads once
+    (``TMPDIR``: ``tempfile`` keeps the first directory it found; the host set-up's subreaper and undumpable
+    flags stay on this process)."""
+    from prime_ci.cli import main
+
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("PRIME_CI_")}
+    full_env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), full_env.get("PATH", os.defpath)])
+    full_env.update(env or {})
+    saved_env, saved_argv, saved_term = dict(os.environ), sys.argv, signal.getsignal(signal.SIGTERM)
+    out, err = io.StringIO(), io.StringIO()
+    code: int | str | None = 0
+    os.environ.clear()
+    os.environ.update(full_env)
+    sys.argv = [PRIME_CI, *args]
+    try:
+        with contextlib.chdir(cwd), open(os.devnull) as stdin, contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err):
+            saved_stdin, sys.stdin = sys.stdin, stdin
+            try:
+                main()
+            except SystemExit as exc:
+                code = exc.code
+            finally:
+                sys.stdin = saved_stdin
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.argv = saved_argv
+        signal.signal(signal.SIGTERM, saved_term)
+    returncode = code if isinstance(code, int) else (0 if code is None else 1)
+    return subprocess.CompletedProcess([PRIME_CI, *args], returncode, out.getvalue(), err.getvalue())
+
+
+def run_inproc(
+    tmp_path: Path, repo: Path, server: ScriptedServer, *extra: str, task: str = "Fix the failing test.",
+    env: dict[str, str] | None = None,
+) -> Outcome:
+    """``run_prime`` in this process (see ``cli_inproc``)."""
+    out = tmp_path / f"out-{len(list(tmp_path.glob('out-*')))}"
+    args = ["run", str(repo), "--task", task, "--model", "openai/scripted", "--api-base", server.url,
+            "--out", str(out), *extra]
+    proc = cli_inproc(args, cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test-canary", **(env or {})})
     return Outcome(proc, out)
 
 

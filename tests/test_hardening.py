@@ -1,5 +1,6 @@
 """Issue 17: hostile repository settings, bad inputs and edges that must end with their documented exit code,
-one clear line and nothing left behind."""
+one clear line and nothing left behind (through the CLI: exit codes, a private TMPDIR, a full disk; the rest is in
+process: tests/unit/isolation/test_hardening_runs.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from conftest import BUGGY, make_repo, run_cli, run_prime
 from prime_ci.gates import protect
 from prime_ci.isolation.worktree import Worktree
-from prime_ci.testing import ScriptedServer, ipython, raw, reply, tool_call
+from prime_ci.testing import ScriptedServer, ipython, reply
 
 LOCAL = ["--model", "openai/scripted", "--api-base", "http://127.0.0.1:9/v1"]
 
@@ -24,18 +25,6 @@ def private_tmp(tmp_path: Path) -> dict[str, str]:
     """A TMPDIR of the test's own, where prime-ci makes its worktrees: a leak shows there."""
     (tmp_path / "tmp").mkdir(exist_ok=True)
     return {"TMPDIR": str(tmp_path / "tmp")}
-
-
-def test_repository_settings_may_lower_budgets(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "repo", {**BUGGY, "prime-ci.toml": "max-turns = 1\nmax-tokens = 900000\n"})
-    with ScriptedServer([reply("done")]) as srv:
-        run = run_prime(tmp_path, repo, srv)
-    assert run.code == 0, run.proc.stderr
-    assert run.result["budgets"]["max_turns"] == 1 and run.result["budgets"]["max_tokens"] == 900000
-    # the operator's own flag is what a repository value is compared with
-    with ScriptedServer([reply("done")]) as srv:
-        raised = run_prime(tmp_path, repo, srv, "--max-tokens", "500000")
-    assert raised.code == 0 and raised.result["budgets"]["max_tokens"] == 500000
 
 
 @pytest.mark.parametrize("task", ["", "   \n\t ", "\x00\x01\x02binary\x00"])
@@ -53,63 +42,6 @@ def test_an_unknown_provider_exits_2_before_cloning(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert "unknown provider 'foo'" in last and "no-such-repo" not in proc.stderr, proc.stderr
-
-
-@pytest.mark.parametrize("path", ["tests/ünï/conftest.py", "sub dir/\"q\"/conftest.py", "pytest.toml",
-                                  ".pytest.ini", ".pytest.toml", "gates.toml"])
-def test_protected_path_bypasses_are_a_security_stop(tmp_path: Path, path: str) -> None:
-    gates = '[[gate]]\nname = "t"\ncommand = "python -m pytest -q"\n'
-    repo = make_repo(tmp_path / "repo", {**BUGGY, "gates.toml": gates})
-    cell = f"import pathlib\np = pathlib.Path({path!r})\np.parent.mkdir(parents=True, exist_ok=True)\n" \
-           "p.write_text('# changed\\n')\n"
-    with ScriptedServer([ipython(cell), reply("done")]) as srv:
-        run = run_prime(tmp_path, repo, srv, "--gates-file", "./gates.toml", "--max-gate-retries", "0")
-    assert run.code == 7, run.proc.stderr
-    assert run.result["stop_reason"] == "security_stop"
-    assert path in run.result["changed_files"] and path in run.result["detail"]
-
-
-def test_a_filter_driver_planted_in_the_clones_config_never_runs_on_the_host(tmp_path: Path,
-                                                                              buggy_repo: Path) -> None:
-    marker = tmp_path / "PWNED"
-    cell = ("import subprocess, pathlib\n"
-            "pathlib.Path('.gitattributes').write_text('*.py filter=evil\\n')\n"
-            f"subprocess.run(['git', 'config', 'filter.evil.clean', 'touch {marker}; cat'], check=True)\n"
-            "subprocess.run(['git', 'config', 'filter.Evil2.smudge', 'touch {marker}; cat'], check=True)\n"
-            "pathlib.Path('calc.py').write_text('def add(a, b):\\n    return a + b\\n')\n")
-    with ScriptedServer([ipython(cell), reply("done")]) as srv:
-        # a gate that runs no git itself (pytest-benchmark would, and a gate is the project's own code anyway)
-        run = run_prime(tmp_path, buggy_repo, srv, "--sandbox", "off", "--gate",
-                        "python -c 'import calc; assert calc.add(2, 3) == 5'")
-    assert run.code == 0, run.proc.stderr
-    assert not marker.exists(), "the host ran the kernel's filter driver"
-    assert "return a + b" in (run.out / "patch.diff").read_text()
-
-
-def test_a_filter_driver_in_repos_own_config_never_runs_on_the_host(tmp_path: Path) -> None:
-    """Issue 24 item 1, by path as a user runs it: REPO's .git/config names a process filter and a clean filter
-    (one under a name with ``=``), its .gitattributes uses them, and files need hashing again; the dirty check,
-    the --include-dirty snapshot and the patch run none of them."""
-    marks = tmp_path / "ran"
-    marks.mkdir()
-    script = tmp_path / "evil.sh"
-    script.write_text(f'#!/bin/sh\ntouch "{marks}/$1"\ncat\n')
-    script.chmod(0o755)
-    repo = make_repo(tmp_path / "repo", {**BUGGY, ".gitattributes": "*.py filter=evil\n*.md filter=a=b\n",
-                                         "README.md": "r\n"})
-    for key, value in {"filter.evil.process": f"{script} process", "filter.evil.clean": f"{script} clean",
-                       "filter.a=b.clean": f"{script} equals"}.items():
-        subprocess.run(["git", "config", key, value], cwd=repo, check=True)
-    for path in (repo / "test_calc.py", repo / "README.md"):
-        os.utime(path, (978307200, 978307200))
-    (repo / "notes.txt").write_text("uncommitted\n")
-    cell = "import pathlib\npathlib.Path('calc.py').write_text('def add(a, b):\\n    return a + b\\n')\n"
-    with ScriptedServer([ipython(cell), reply("done")]) as srv:
-        run = run_prime(tmp_path, repo, srv, "--sandbox", "off", "--include-dirty", "--gate",
-                        "python -c 'import calc; assert calc.add(2, 3) == 5'")
-    assert run.code == 0, run.proc.stderr
-    assert sorted(p.name for p in marks.iterdir()) == [], "the host ran a filter REPO's config names"
-    assert "return a + b" in (run.out / "patch.diff").read_text() and run.result["dirty"] == ["notes.txt"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the repository to another user")
@@ -161,36 +93,6 @@ def test_a_disk_filled_after_the_fix_is_not_success(tmp_path: Path, buggy_repo: 
     assert "patch" in run.result["detail"], run.result["detail"]
 
 
-HIDDEN_CONFTEST = (
-    "from pathlib import Path\n"
-    "Path('.gitignore').write_text('conftest.py\\n')\n"
-    "Path('conftest.py').write_text('import pytest\\n\\n@pytest.hookimpl(hookwrapper=True)\\n"
-    "def pytest_runtest_makereport(item, call):\\n    outcome = yield\\n    report = outcome.get_result()\\n"
-    "    report.outcome = \"passed\"\\n')\n")
-FORGED_PYC = (
-    "import os, py_compile\nfrom pathlib import Path\n"
-    "src = Path('calc.py'); buggy = src.read_text(); st = os.stat(src)\n"
-    "src.write_text(buggy.replace('a - b', 'a + b')); os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))\n"
-    "py_compile.compile('calc.py', cfile=__import__('importlib.util').util.cache_from_source('calc.py'))\n"
-    "src.write_text(buggy); os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))\n"
-    "print('forged')\n")
-
-
-@pytest.mark.parametrize(("trick", "cell"), [("hidden conftest", HIDDEN_CONFTEST), ("forged pyc", FORGED_PYC)])
-def test_gates_cannot_pass_on_changes_the_patch_never_shows(tmp_path: Path, buggy_repo: Path, trick: str,
-                                                             cell: str) -> None:
-    with ScriptedServer([ipython(cell), reply("done")]) as srv:
-        run = run_prime(tmp_path, buggy_repo, srv, "--sandbox", "off", "--gate",
-                        "python -m pytest -q -p no:cacheprovider", "--max-gate-retries", "0", "--require-changes")
-    assert run.code != 0 and run.result["success"] is False, (trick, run.proc.stderr)
-    if trick == "hidden conftest":
-        assert run.code == 7 and "conftest.py (hidden from the patch by .gitignore)" in run.result["detail"]
-    else:  # the patch shows no change, and the gate ran the source (a - b), not the forged bytecode (a + b)
-        assert run.result["changed_files"] == [] and (run.out / "patch.diff").read_text() == ""
-        gate = run.result["gates"][0]
-        assert gate["passed"] is False and [f["message"] for f in gate["failures"]] == ["assert -1 == 5"], gate
-
-
 def test_hidden_changes_are_protected_unless_allowed(tmp_path: Path) -> None:
     wt = Worktree(tmp_path, tmp_path / ".git", "0" * 40, tmp_path, str(tmp_path))
     hidden = ["conftest.py", "vendor/shadow.py"]
@@ -198,43 +100,6 @@ def test_hidden_changes_are_protected_unless_allowed(tmp_path: Path) -> None:
     assert verdict.protected == ["conftest.py (hidden from the patch by .gitignore)"]
     assert protect.check(wt, [], [], [], hidden).protected == [f"{p} (hidden from the patch by .gitignore)"
                                                                 for p in hidden]
-
-
-BRIDGE_ATTACKS = """
-import prime_ci.kernel.api as api
-def attempt(op, **args):
-    try:
-        return 'OK ' + repr(api.call(op, **args))[:80]
-    except Exception as exc:
-        return 'REFUSED ' + str(exc)[:160]
-for i in range(3):
-    print('model', attempt('child.model', messages=[{'role': 'user', 'content': 'x'}], tools=[], max_tokens=16))
-print('forged', attempt('rlm.list', child='sub-00000000', token='0' * 32))
-print('signal', attempt('child.event', kind='kernel', pid=1))
-print('foreign', attempt('rlm.spawn', task='t', model='anthropic/claude-sonnet-4-5'))
-print('replay', attempt('rlm.spawn', task='t', model='replay:/etc/shadow'))
-print('replay2', attempt('rlm.spawn', task='t', model='replay:/no/such/file'))
-"""
-
-
-def test_the_root_kernel_cannot_act_as_a_child_or_pick_another_provider(tmp_path: Path, buggy_repo: Path) -> None:
-    with ScriptedServer([ipython(BRIDGE_ATTACKS), reply("done")]) as srv:
-        run = run_prime(tmp_path, buggy_repo, srv, "--max-turns", "2",
-                        env={"ANTHROPIC_API_KEY": "sk-ant-operator-key"})
-        requests = srv.chat_requests
-    assert run.code == 0, run.proc.stderr
-    out = next(m["content"] for m in requests[1].body["messages"] if m["role"] == "tool")
-    lines = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
-    assert len(requests) == 2, "child.model from the root kernel made model calls"
-    assert run.result["usage"]["model_calls"] == 2
-    assert lines["model"].startswith("REFUSED") and "unknown operation" in lines["model"], out
-    assert lines["forged"].startswith("REFUSED") and "cannot speak for a child" in lines["forged"], out
-    assert lines["signal"].startswith("REFUSED"), out
-    assert lines["foreign"].startswith("REFUSED") and "provider" in lines["foreign"], out
-    for key in ("replay", "replay2"):  # the same answer whether the file exists or not: nothing was read
-        assert lines[key].startswith("REFUSED") and "only models of the run's provider" in lines[key], out
-        assert "not found" not in lines[key] and "no assistant messages" not in lines[key]
-    assert not (run.out / "children").exists() or not list((run.out / "children").iterdir())
 
 
 def test_only_processes_a_child_started_can_be_signalled() -> None:
@@ -248,24 +113,3 @@ def test_only_processes_a_child_started_can_be_signalled() -> None:
     finally:
         child.kill()
         child.wait()
-
-
-@pytest.mark.parametrize("route", ["direct", "litellm"])
-def test_json_nested_200k_deep_is_a_malformed_call_or_a_provider_error(tmp_path: Path, buggy_repo: Path,
-                                                                      route: str) -> None:
-    deep = "[" * 200_000 + "]" * 200_000
-    call = reply(None, [tool_call("ipython", '{"code": ' + deep + "}")], usage={"completion_tokens": 10})
-    with ScriptedServer([call, reply("done")]) as srv:
-        run = run_prime(tmp_path, buggy_repo, srv, env={"PRIME_CI_ROUTE": route})
-    assert run.code == 0, run.proc.stderr[-2000:]
-    told = [e["message"]["content"][0]["text"] for e in run.session()
-            if e.get("type") == "message" and e["message"]["role"] == "toolResult"]
-    attempts = [e["data"]["attempts"] for e in run.session()
-                if e.get("customType") == "prime_ci.usage" and "attempts" in e["data"]]
-    if route == "direct":  # the call reaches the loop: a malformed call, told to the model
-        assert told and "nested too deeply" in told[0], told
-    else:  # litellm cannot parse the reply itself: a provider error, retried
-        assert attempts[0] == 2 and not told, attempts
-    with ScriptedServer(default=raw(200, deep.encode())) as srv:
-        body = run_prime(tmp_path, buggy_repo, srv, "--max-wall", "150s", env={"PRIME_CI_ROUTE": route})
-    assert body.code == 4 and body.result["stop_reason"] == "model_error", body.proc.stderr[-2000:]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import cli_inproc
 from prime_ci.bench.suite import load_suite
 from prime_ci.errors import ConfigError
 
@@ -42,7 +42,7 @@ def test_a_task_file_outside_the_suite_is_refused(tmp_path: Path, task_file: str
 
 def test_the_cli_exits_2_before_any_run(tmp_path: Path) -> None:
     path = suite(tmp_path, "tasks/link.md")
-    proc = run_cli(["bench", str(path), "--model", "openai/x", "--api-base", "http://127.0.0.1:9/v1",
+    proc = cli_inproc(["bench", str(path), "--model", "openai/x", "--api-base", "http://127.0.0.1:9/v1",
                     "--out", str(tmp_path / "bench")], cwd=tmp_path)
     assert proc.returncode == 2 and "--task-files-from" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "bench" / "runs").exists()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conftest import run_cli
+from conftest import cli_inproc
 from prime_ci.children.export import export_prime_agent
 from prime_ci.errors import ConfigError
 
@@ -82,7 +82,7 @@ def test_a_session_dir_that_climbs_is_refused(tmp_path: Path) -> None:
 
 def test_cli_exits_2_with_one_line(tmp_path: Path) -> None:
     out = crafted_run(tmp_path / "a" / "b" / "out", rlm_child_id="../../../../y")
-    done = run_cli(["export", str(out), "--prime-agent", str(tmp_path / "a" / "b" / "dest")], cwd=tmp_path)
+    done = cli_inproc(["export", str(out), "--prime-agent", str(tmp_path / "a" / "b" / "dest")], cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "rlm_child_id" in done.stderr and "'../../../../y'" in done.stderr
     assert done.stdout == ""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from conftest import FIX, make_repo, run_prime
+from conftest import FIX, PYTEST_GATE, make_repo, run_inproc
 from prime_ci.testing import ScriptedServer, ipython, reply
 
 # The file the gate fails in sits in a subdirectory, so its path in the annotation is relative to the repository.
@@ -15,7 +15,7 @@ FILES = {
     "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    x = 2\n    assert add(x, 3) == 5\n",
     ".gitignore": "__pycache__/\n.pytest_cache/\n.prime-ci/\n",
 }
-GATE = "python -m pytest -q -p no:cacheprovider"
+GATE = PYTEST_GATE + " -p no:cacheprovider"
 ACTIONS = {"GITHUB_ACTIONS": "true", "GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "o/r",
            "GITHUB_RUN_ID": "4242"}
 FINAL = "Fixed add(): it subtracted.\n```` still inside ````\n<b>not bold</b> @octocat | a pipe"
@@ -29,7 +29,7 @@ def groups(stdout: str) -> list[str]:
 def test_red_then_green_run_summary_and_actions_log(tmp_path, server: ScriptedServer) -> None:
     repo = make_repo(tmp_path / "repo", FILES)
     server.add(reply("The tests will tell."), ipython(FIX), reply(FINAL))
-    run = run_prime(tmp_path, repo, server, "--gate", GATE, "--setup", "echo preparing", env=ACTIONS)
+    run = run_inproc(tmp_path, repo, server, "--gate", GATE, "--setup", "echo preparing", env=ACTIONS)
     assert run.code == 0, run.proc.stderr
     md = (run.out / "summary.md").read_text()
 
@@ -60,7 +60,7 @@ def test_red_then_green_run_summary_and_actions_log(tmp_path, server: ScriptedSe
 def test_a_run_that_ends_red_annotates_the_failing_line(tmp_path, server: ScriptedServer) -> None:
     repo = make_repo(tmp_path / "repo", FILES)
     server.add(reply("Nothing to do."), reply("Still nothing."))
-    run = run_prime(tmp_path, repo, server, "--gate", GATE, "--max-turns", "2", env=ACTIONS)
+    run = run_inproc(tmp_path, repo, server, "--gate", GATE, "--max-turns", "2", env=ACTIONS)
     assert run.code != 0, run.proc.stderr
     assert [t.split(":")[0] for t in groups(run.proc.stdout)] == ["gate round 1 (full)"]
     errors = re.findall(r"^::error .*$", run.proc.stdout, re.M)
@@ -73,5 +73,5 @@ def test_a_run_that_ends_red_annotates_the_failing_line(tmp_path, server: Script
 def test_no_workflow_commands_outside_actions(tmp_path, server: ScriptedServer) -> None:
     repo = make_repo(tmp_path / "repo", FILES)
     server.add(reply("Nothing to do."))
-    run = run_prime(tmp_path, repo, server, "--gate", GATE, "--max-turns", "1", env={"GITHUB_ACTIONS": ""})
+    run = run_inproc(tmp_path, repo, server, "--gate", GATE, "--max-turns", "1", env={"GITHUB_ACTIONS": ""})
     assert "::" not in run.proc.stdout

@@ -7,7 +7,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from conftest import make_repo
+from conftest import PYTEST_GATE, make_repo
 from prime_ci.engine.actions_log import ActionsLog, verdict
 from prime_ci.engine.setup import SetupOutcome
 from prime_ci.gates.judge import Judge
@@ -37,7 +37,7 @@ def test_a_judged_round_is_one_group_with_its_failing_test(tmp_path: Path) -> No
     wt = create_worktree(str(make_repo(tmp_path / "repo", FILES)), None, parent=tmp_path)
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
     log = SessionLog.create(tmp_path / "out" / "session.jsonl", cwd=str(tmp_path))
-    judge = Judge(gates_from_commands(["python -m pytest -q -p no:cacheprovider"]), wt, env, tmp_path / "gates", log,
+    judge = Judge(gates_from_commands([PYTEST_GATE + " -p no:cacheprovider"]), wt, env, tmp_path / "gates", log,
                   3, limits=Limits())
     emitted: list[str] = []
     judge.on_round = ActionsLog(emitted.append, wt.path).round

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_repo, run_prime
+from conftest import make_repo, run_inproc
 from prime_ci.engine.resume import rebuild
 from prime_ci.loop.agent import Agent, wire_arguments
 from prime_ci.loop.budget import Budget, Limits
@@ -75,7 +75,7 @@ def test_a_strict_server_run_cut_off_inside_a_tool_call_goes_on_to_the_next_turn
     empty = reply(None, [tool_call("ipython", "")], finish_reason="length")
     steps = [cut, empty, ipython("open('small.py', 'w').write('x = 1\\n')"), reply("done")]
     with ScriptedServer(steps, strict=True) as srv:
-        run = run_prime(tmp_path, repo, srv, "--gate", "python small.py")
+        run = run_inproc(tmp_path, repo, srv, "--gate", "python small.py")
         rejected, requests = srv.rejected, srv.chat_requests
     assert run.code == 0, run.proc.stderr
     assert not rejected, [r.rejected for r in rejected]

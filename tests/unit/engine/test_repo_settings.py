@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conftest import BUGGY, make_repo, run_prime
+from conftest import BUGGY, make_repo, run_inproc
 from prime_ci.engine import repo_values
 from prime_ci.engine.config import RunConfig, build_config, file_settings
 from prime_ci.engine.prepare import Prepared, load_gates, load_setup, prepare, reach_paths
@@ -177,7 +177,7 @@ def test_a_repository_task_file_next_to_the_operators_task_does_not_stop_the_run
     repo = make_repo(tmp_path / "repo", {**BUGGY, "README.md": "do something else\n",
                                          "prime-ci.toml": 'task-file = "README.md"\n'})
     with ScriptedServer([reply("done")]) as srv:
-        run = run_prime(tmp_path, repo, srv, task="the operator's task")
+        run = run_inproc(tmp_path, repo, srv, task="the operator's task")
         first = srv.chat_requests[0].body
     assert run.code == 0, run.proc.stderr
     warnings = [line for line in run.proc.stderr.splitlines() if "warning" in line]

@@ -7,7 +7,7 @@ import json
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from conftest import run_cli
+from conftest import cli_inproc
 from prime_ci.session.crc import record_crc
 from prime_ci.testing import ScriptedServer
 from test_resume import _killed_after, counting_script
@@ -30,7 +30,7 @@ def test_a_resumed_run_counts_the_wall_time_spent_before_the_kill(tmp_path: Path
         _killed_after(buggy_repo, out, srv, 2)  # --max-wall is the default, 30 minutes
         _started_earlier(out / "session.jsonl", 3600)
         asked = len(srv.chat_requests)
-        resumed = run_cli(["resume", str(out)], cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test"})
+        resumed = cli_inproc(["resume", str(out)], cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test"})
         assert len(srv.chat_requests) == asked, "no model call after the wall budget is spent"
     result = json.loads((out / "result.json").read_text())
     assert resumed.returncode == 3 and result["stop_reason"] == "max_wall", resumed.stderr

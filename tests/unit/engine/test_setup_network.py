@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUGGY, make_repo, run_prime
+from conftest import BUGGY, make_repo, run_inproc
 from prime_ci.engine.setup import NETWORK_HINT, failure_hint, last_lines
 from prime_ci.isolation import redact
 from prime_ci.isolation.sandbox import network_env, network_files
@@ -96,7 +96,7 @@ def test_setup_reaches_a_tls_index_with_the_jobs_ca(
     fetch = f"python -c \"import urllib.request; print(urllib.request.urlopen('{url}').read().decode())\""
     dump = "env > .prime-ci/setup-env.txt; echo proxy=$https_proxy; echo extras: .[testing]"
     server.add(reply("nothing to do"))
-    ok = run_prime(tmp_path, repo, server, "--setup", fetch, "--setup", dump, "--keep-worktree",
+    ok = run_inproc(tmp_path, repo, server, "--setup", fetch, "--setup", dump, "--keep-worktree",
                    env={"SSL_CERT_FILE": str(ca), "https_proxy": PROXY, "no_proxy": "127.0.0.1"})
     assert ok.code == 0, ok.proc.stderr
     logs = {p.name: p.read_text() for p in (ok.out / "setup").glob("*.log")}
@@ -111,7 +111,7 @@ def test_setup_reaches_a_tls_index_with_the_jobs_ca(
     assert not (ok.out / "session.jsonl.lock").exists(), "a finished run leaves no lock file"
     subprocess.run(["rm", "-rf", str(Path(ok.result["worktree"]).parent)], check=False)
 
-    failed = run_prime(tmp_path, repo, server, "--setup", fetch)
+    failed = run_inproc(tmp_path, repo, server, "--setup", fetch)
     assert failed.code == 9, failed.proc.stderr
     lines = failed.proc.stderr.strip().splitlines()
     assert "CERTIFICATE_VERIFY_FAILED" in failed.proc.stderr, "the last lines of its output are said"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUGGY, make_repo, run_prime, wait_until
+from conftest import BUGGY, make_repo, run_inproc, wait_until
 from prime_ci.engine.environment import hand_over, project_vars, run_setup
 from prime_ci.engine.prepare import Prepared, prepare
 from prime_ci.engine.setup import OFFLINE_HINT, from_tables
@@ -191,7 +191,7 @@ def test_repository_builds_have_no_network_in_a_run(tmp_path: Path, listener: Li
     repo = make_repo(tmp_path / "repo", {**BUGGY, "prime-ci.toml": f"build = ['''{build}''']\n"})
     with ScriptedServer() as server:
         server.add(reply("nothing to do"))
-        run = run_prime(tmp_path, repo, server, "--sandbox", "on", "--gate", "true")
+        run = run_inproc(tmp_path, repo, server, "--sandbox", "on", "--gate", "true")
     assert run.code == 0, run.proc.stderr
     assert [b["name"] for b in run.result["build"]] == ["reach.py"]
     assert "repo-build OFFLINE" in (run.out / "build" / "reach.py.log").read_text()

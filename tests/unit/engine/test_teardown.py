@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from conftest import BUGGY, make_repo, run_prime
+from conftest import BUGGY, make_repo, run_inproc
 from prime_ci.testing import ScriptedServer, reply
 
 MAKE_TREE = ("python -c \"import os\nfor i in range(6000):\n    d = f'node_modules/.pnpm/p{i // 20}/lib'\n"
@@ -18,7 +18,7 @@ def test_worktree_removal_is_said_and_counted_before_the_final_line(
 ) -> None:
     repo = make_repo(tmp_path / "repo", BUGGY)
     server.add(reply("nothing to do"))
-    run = run_prime(tmp_path, repo, server, "--setup", MAKE_TREE)
+    run = run_inproc(tmp_path, repo, server, "--setup", MAKE_TREE)
     assert run.code == 0, run.proc.stderr
     lines = run.proc.stderr.strip().splitlines()
     said = next(i for i, line in enumerate(lines) if "worktree removed:" in line)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUGGY, make_repo, run_prime
+from conftest import BUGGY, make_repo, run_inproc
 from prime_ci.gates import protect
 from prime_ci.isolation.worktree import Worktree, create_worktree
 from prime_ci.testing import ScriptedServer, ipython, reply
@@ -70,7 +70,7 @@ def test_a_workflow_edit_stops_the_run(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", {**BUGGY, **FILES})
     edit = "open('.github/workflows/ci.yml', 'a').write('# harmless?\\n')\nprint('edited')"
     with ScriptedServer([ipython(edit), reply("done")]) as server:
-        run = run_prime(tmp_path, repo, server)
+        run = run_inproc(tmp_path, repo, server)
     assert run.code == 7, run.proc.stderr
     assert run.result["stop_reason"] == "security_stop"
     assert "protected path changed: .github/workflows/ci.yml" in run.result["flags"]

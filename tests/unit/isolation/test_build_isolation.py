@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_repo, run_prime
+from conftest import make_repo, run_inproc
 from prime_ci.testing import ScriptedServer, reply
 
 MIT_PROJECT = {
@@ -76,8 +76,8 @@ def test_isolated_build_sees_its_requirements_not_the_job_venv(
     before = _venv_packages(python)
     command = {"pip": "python -m pip install --disable-pip-version-check", "uv": "uv pip install"}[tool]
     server.add(reply("nothing to do"))
-    run = run_prime(tmp_path, repo, server, "--python", str(python), *GATE,
-                    "--setup", f"{command} --no-index --find-links {wheels} -e .", timeout=600)
+    run = run_inproc(tmp_path, repo, server, "--python", str(python), *GATE,
+                    "--setup", f"{command} --no-index --find-links {wheels} -e .")
     log = next((run.out / "setup").glob("*.log")).read_text()
     assert run.code == 0, log[-3000:] + run.proc.stderr
     assert "invalid pyproject.toml" not in log
@@ -92,9 +92,8 @@ def test_no_build_isolation_installs_into_the_run_environment(
     repo = make_repo(tmp_path / "repo", OLD_STYLE)
     before = _venv_packages(python)
     server.add(reply("nothing to do"))
-    run = run_prime(tmp_path, repo, server, "--python", str(python), *GATE, "--setup",
-                    "python -m pip install --disable-pip-version-check --no-build-isolation --no-index -e .",
-                    timeout=600)
+    run = run_inproc(tmp_path, repo, server, "--python", str(python), *GATE, "--setup",
+                    "python -m pip install --disable-pip-version-check --no-build-isolation --no-index -e .")
     log = next((run.out / "setup").glob("*.log")).read_text()
     assert run.code == 0, log[-3000:] + run.proc.stderr
     assert "Successfully installed mitpkg" in log

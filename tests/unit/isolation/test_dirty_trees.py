@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from conftest import BUGGY, make_repo, run_prime
+from conftest import BUGGY, make_repo, run_inproc
 from prime_ci.isolation.worktree import create_worktree, dirty_paths
 from prime_ci.testing import ScriptedServer, reply
 
@@ -45,7 +45,7 @@ def test_the_dirty_list_is_capped_and_the_warning_leaves_trees_out(
     for i in range(60):
         (repo / f"new_{i:02d}.txt").write_text("x\n")
     server.add(reply("nothing to do"))
-    run = run_prime(tmp_path, repo, server)
+    run = run_inproc(tmp_path, repo, server)
     assert run.code == 0, run.proc.stderr
     assert len(run.result["dirty"]) == 50 and run.result["dirty_count"] == 60
     assert all(p.startswith("new_") for p in run.result["dirty"])

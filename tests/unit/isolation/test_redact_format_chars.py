@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUGGY, make_repo, run_prime
+from conftest import BUGGY, make_repo, run_inproc
 from prime_ci.isolation import redact
 from prime_ci.isolation.redact import MASK, StreamRedactor
 from prime_ci.testing import ScriptedServer, ipython, reply
@@ -97,7 +97,7 @@ def test_a_spread_secret_never_reaches_the_patch_or_the_gate_log(tmp_path: Path)
     repo = make_repo(tmp_path / "repo", {**BUGGY, "spread.py": SPREAD_GATE})
     out = tmp_path / "out-0"
     with ScriptedServer([ipython(WRITE_SPREAD), reply("done")]) as server:
-        run = run_prime(tmp_path, repo, server, "--gate", f"python spread.py {out}/gates/spread.py.log",
+        run = run_inproc(tmp_path, repo, server, "--gate", f"python spread.py {out}/gates/spread.py.log",
                         "--pass-env", "HARDEN_TEST_TOKEN", "--sandbox", "off", env={"HARDEN_TEST_TOKEN": secret})
     assert run.out == out and run.code == 7, run.proc.stderr
     assert run.result["stop_reason"] == "security_stop" and "secret" in run.result["detail"], "as for the plain secret"

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 import prime_agent_code
-from conftest import run_cli
+from conftest import PYTEST_GATE, cli_inproc
 from prime_ci.engine.from_session import load_origin
 from prime_ci.engine.resume import context_message
 from prime_ci.errors import ConfigError
 from prime_ci.testing import ScriptedServer, ipython, reply
 
-FIXTURES = Path(__file__).parent / "fixtures" / "prime_agent"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "prime_agent"
 FIX = "from pathlib import Path\np = Path('calc.py')\np.write_text(p.read_text().replace('a - b', 'a + b'))"
 
 
@@ -51,7 +51,7 @@ def test_a_session_that_cannot_be_read_is_refused(tmp_path: Path, content: bytes
 
 def test_an_unreadable_session_is_exit_2_with_one_line(tmp_path: Path, buggy_repo: Path) -> None:
     (tmp_path / "bad.jsonl").write_text("no session here\n")
-    proc = run_cli(["run", str(buggy_repo), "--from-session", str(tmp_path / "bad.jsonl"), "--model",
+    proc = cli_inproc(["run", str(buggy_repo), "--from-session", str(tmp_path / "bad.jsonl"), "--model",
                     "openai/scripted", "--api-base", "http://127.0.0.1:9", "--out", str(tmp_path / "out")],
                    cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test"})
     assert proc.returncode == 2, proc.stderr
@@ -65,7 +65,7 @@ def test_a_prime_agent_session_goes_on_under_the_gate_and_reads_back_in_prime_ag
     source = FIXTURES / "compaction.jsonl"
     server.add(ipython(FIX), reply("add() adds now"))
     out = tmp_path / "out"
-    proc = run_cli(["run", str(buggy_repo), "--from-session", str(source), "--gate", "python -m pytest -q",
+    proc = cli_inproc(["run", str(buggy_repo), "--from-session", str(source), "--gate", PYTEST_GATE,
                     "--model", "openai/scripted", "--api-base", server.url, "--out", str(out), "--sandbox", "off"],
                    cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test"})
     assert proc.returncode == 0, proc.stderr

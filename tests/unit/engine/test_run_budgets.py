@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from conftest import HANG, Outcome, load_factor, run_prime
+from conftest import HANG, PYTEST_GATE, Outcome, load_factor, run_inproc
 from prime_ci.testing import ScriptedServer, error, ipython, reply
 
-CANARY = "sk-test-canary"  # the OPENAI_API_KEY run_prime gives prime-ci
+CANARY = "sk-test-canary"  # the OPENAI_API_KEY run_inproc gives prime-ci
 # pytest fails on test_add, then 3 MB more output on one line, and the gate exits 1 whatever pytest said.
-NOISY_GATE = "python -m pytest -q; python -c \"print('x' * 3_000_000)\"; exit 1"
+NOISY_GATE = PYTEST_GATE + "; python -c \"print('x' * 3_000_000)\"; exit 1"
 GROWTH_LIMIT = 8 * 1024
 
 
@@ -55,7 +55,7 @@ def test_gate_feedback_names_the_failing_test_bounded_and_retries_run_out(
     # The model never fixes add(), but touches a new file every turn so the gates really rerun each round.
     for i in range(3):
         server.add(ipython(f"open('scratch_{i}.txt', 'w').write('round {i}\\n')"), reply("I think it is fine now."))
-    run = run_prime(tmp_path, buggy_repo, server, "--gate", NOISY_GATE, "--max-gate-retries", "2")
+    run = run_inproc(tmp_path, buggy_repo, server, "--gate", NOISY_GATE, "--max-gate-retries", "2")
     assert_stopped(run, 1, "gates_failed")
 
     # N = 2 failed rounds fed back, the third failure stops: 3 turns of (cell, end of turn) = 6 model calls.
@@ -90,7 +90,7 @@ def test_unchanged_workspace_rounds_count_without_rerunning_gates(
     tmp_path: Path, buggy_repo: Path, server: ScriptedServer
 ) -> None:
     server.add(reply("done"), reply("still done"), reply("really done"), reply("one too many"))
-    run = run_prime(tmp_path, buggy_repo, server, "--gate", "python -m pytest -q", "--max-gate-retries", "1")
+    run = run_inproc(tmp_path, buggy_repo, server, "--gate", PYTEST_GATE, "--max-gate-retries", "1")
     assert_stopped(run, 1, "gates_failed")
     # Round 1 runs and fails (fed back), round 2 is skipped as unchanged but still counts: the run stops.
     assert len(server.chat_requests) == 2
@@ -104,7 +104,7 @@ def test_unchanged_workspace_rounds_count_without_rerunning_gates(
 
 def test_max_turns_stops_after_exactly_that_many_model_calls(tmp_path: Path, buggy_repo: Path) -> None:
     with ScriptedServer(default=ipython("print('working')")) as srv:
-        run = run_prime(tmp_path, buggy_repo, srv, "--max-turns", "3", "--gate", "python -m pytest -q")
+        run = run_inproc(tmp_path, buggy_repo, srv, "--max-turns", "3", "--gate", PYTEST_GATE)
         assert_stopped(run, 3, "max_turns")
         assert len(srv.chat_requests) == 3
     usage = run.result["usage"]
@@ -122,7 +122,7 @@ GREEDY = ipython("print('greedy')\n# " + "z" * 40_000)
 
 def _token_budget_run(tmp_path: Path, repo: Path, srv: ScriptedServer) -> Outcome:
     srv.add(ipython("print('y' * 600)"))  # then GREEDY (the default) until the budget runs out
-    run = run_prime(tmp_path, repo, srv, "--max-tokens", str(TOKEN_BUDGET))
+    run = run_inproc(tmp_path, repo, srv, "--max-tokens", str(TOKEN_BUDGET))
     assert_stopped(run, 3, "max_tokens")
     usage = run.result["usage"]
     requests = srv.chat_requests
@@ -157,8 +157,8 @@ def test_max_tokens_overshoot_is_bounded_when_the_provider_counts_more(tmp_path:
 
 def test_max_wall_interrupts_a_sleeping_cell(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:
     server.add(ipython(HANG))
-    run = run_prime(tmp_path, buggy_repo, server, "--max-wall", "15s", "--cell-timeout", "10m",
-                    "--gate", "python -m pytest -q", timeout=240)  # generous: only a hang reaches it
+    run = run_inproc(tmp_path, buggy_repo, server, "--max-wall", "15s", "--cell-timeout", "10m",
+                    "--gate", PYTEST_GATE)
     assert_stopped(run, 3, "max_wall")
     # the run's own clock, not the test's: a loaded machine slows the start-up, not the guard
     assert run.result["wall_s"] < 15 + 5 * load_factor(), run.result["wall_s"]
@@ -171,8 +171,7 @@ def test_max_wall_interrupts_a_sleeping_cell(tmp_path: Path, buggy_repo: Path, s
 def test_max_wall_stops_a_gate_that_would_outlive_it(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:
     # Nothing inside the run bounds a gate by the wall clock: only the outer --max-wall guard can stop it.
     server.add(reply("done"))
-    run = run_prime(tmp_path, buggy_repo, server, "--max-wall", "10s", "--gate", "sleep 45", "--sandbox", "off",
-                    timeout=240)
+    run = run_inproc(tmp_path, buggy_repo, server, "--max-wall", "10s", "--gate", "sleep 45", "--sandbox", "off")
     assert_stopped(run, 3, "max_wall")
     assert run.result["wall_s"] < 10 + 5 * load_factor(), run.result["wall_s"]  # the gate alone would take 45
     assert len(server.chat_requests) == 1
@@ -188,7 +187,7 @@ ROUTES = pytest.mark.parametrize("route", ["direct", "litellm"])
 def test_provider_500_forever_is_a_bounded_model_error(tmp_path: Path, buggy_repo: Path, route: str) -> None:
     with ScriptedServer(default=error(500, "upstream exploded")) as srv:
         started = time.monotonic()
-        run = run_prime(tmp_path, buggy_repo, srv, timeout=150, env={"PRIME_CI_ROUTE": route})
+        run = run_inproc(tmp_path, buggy_repo, srv, env={"PRIME_CI_ROUTE": route})
         elapsed = time.monotonic() - started
         requests = srv.chat_requests
     assert elapsed < 120, f"took {elapsed:.0f}s"
@@ -209,7 +208,7 @@ def test_provider_401_stops_after_one_request_without_leaking_the_key(
     tmp_path: Path, buggy_repo: Path, route: str
 ) -> None:
     with ScriptedServer(default=error(401, "Incorrect API key provided.")) as srv:
-        run = run_prime(tmp_path, buggy_repo, srv, env={"PRIME_CI_ROUTE": route})
+        run = run_inproc(tmp_path, buggy_repo, srv, env={"PRIME_CI_ROUTE": route})
         requests = srv.chat_requests
     assert_stopped(run, 4, "model_error")
     assert len(requests) == 1
@@ -221,7 +220,7 @@ def test_provider_401_stops_after_one_request_without_leaking_the_key(
 def test_key_echoed_by_the_provider_does_not_leak(tmp_path: Path, buggy_repo: Path, route: str) -> None:
     # Some providers quote the rejected key back in the error body.
     with ScriptedServer(default=error(401, f"Incorrect API key provided: {CANARY}.")) as srv:
-        run = run_prime(tmp_path, buggy_repo, srv, env={"PRIME_CI_ROUTE": route})
+        run = run_inproc(tmp_path, buggy_repo, srv, env={"PRIME_CI_ROUTE": route})
         assert len(srv.chat_requests) == 1
     assert_stopped(run, 4, "model_error")
     _assert_no_canary(run)
@@ -232,7 +231,7 @@ def test_429_with_retry_after_is_retried_then_succeeds(
     tmp_path: Path, buggy_repo: Path, server: ScriptedServer, route: str
 ) -> None:
     server.add(error(429, "slow down", retry_after=1, times=2), reply("All good, nothing to do."))
-    run = run_prime(tmp_path, buggy_repo, server, env={"PRIME_CI_ROUTE": route})
+    run = run_inproc(tmp_path, buggy_repo, server, env={"PRIME_CI_ROUTE": route})
     assert_stopped(run, 0, "completed")
     requests = server.chat_requests
     assert [r.step_kind for r in requests] == ["error", "error", "reply"]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conftest import run_cli
+from conftest import cli_inproc
 from prime_ci.harness.prompt import prompt_section
 from prime_ci.harness.refine import REFINE_TOOL, RefineOutcome, build_request, condense, refine, rejections
 from prime_ci.harness.store import HarnessStore
@@ -64,7 +64,7 @@ def test_refine_cli_applies_a_plan_and_rollback_removes_it(tmp_path: Path, serve
     evidence = f"Tool result {ids['result']} failed on the import; {ids['fix']} found the fix."
     server.add(reply(None, [tool_call("submit_refinement", plan(op(evidence=evidence)))]))
     pr = tmp_path / "harness-pr.md"
-    proc = run_cli(["refine", str(session), "--harness", str(harness), "--model", "openai/scripted",
+    proc = cli_inproc(["refine", str(session), "--harness", str(harness), "--model", "openai/scripted",
                     "--api-base", server.url, "--instructions", "Focus on test setup.", "--propose-to", str(pr)],
                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -97,9 +97,9 @@ def test_refine_cli_applies_a_plan_and_rollback_removes_it(tmp_path: Path, serve
     assert f"| 1 | {cs.id} | create | memory:`pythonpath` |" in body
     assert f"> {evidence}" in body and "+Run the tests with" in body
 
-    log = run_cli(["harness", "log", "--harness", str(harness)], cwd=tmp_path)
+    log = cli_inproc(["harness", "log", "--harness", str(harness)], cwd=tmp_path)
     assert log.stdout.startswith(cs.id)
-    undo = run_cli(["harness", "rollback", cs.id, "--harness", str(harness)], cwd=tmp_path)
+    undo = cli_inproc(["harness", "rollback", cs.id, "--harness", str(harness)], cwd=tmp_path)
     assert undo.returncode == 0, undo.stderr
     assert not entry_file.exists()
     assert "--- a/memories/pythonpath.md" in undo.stdout
@@ -114,7 +114,7 @@ def test_refine_cli_rejects_an_over_limit_plan_with_exit_1(tmp_path: Path, serve
     before = state(harness)
     six = plan(*(op(name=f"m{i}", evidence=f"see {ids['fix']}") for i in range(6)))
     server.add(reply(None, [tool_call("submit_refinement", six)]))
-    proc = run_cli(["refine", str(session), "--harness", str(harness), "--model", "openai/scripted",
+    proc = cli_inproc(["refine", str(session), "--harness", str(harness), "--model", "openai/scripted",
                     "--api-base", server.url], cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert "plan rejected" in proc.stderr and "6 operations; at most 5" in proc.stderr
@@ -124,7 +124,7 @@ def test_refine_cli_rejects_an_over_limit_plan_with_exit_1(tmp_path: Path, serve
     assert "at most 5" in record["reason"] and json.loads(record["raw"]) == six
     assert record["id"] in proc.stderr
 
-    usage = run_cli(["refine", str(session), "--harness", str(harness)], cwd=tmp_path)
+    usage = cli_inproc(["refine", str(session), "--harness", str(harness)], cwd=tmp_path)
     assert usage.returncode == 2 and "--model is required" in usage.stderr
 
 
@@ -187,7 +187,7 @@ def test_plans_from_an_untrusted_session_write_untrusted_entries(tmp_path: Path,
     ids = make_session(session, untrusted=True)
     harness = tmp_path / "harness"
     server.add(reply(None, [tool_call("submit_refinement", plan(op(evidence=f"from {ids['fix']}")))]))
-    proc = run_cli(["refine", str(session), "--harness", str(harness), "--model", "openai/scripted",
+    proc = cli_inproc(["refine", str(session), "--harness", str(harness), "--model", "openai/scripted",
                     "--api-base", server.url], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     store = HarnessStore(harness)

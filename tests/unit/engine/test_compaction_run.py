@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import run_prime
+from conftest import run_inproc
 from prime_ci.testing import ScriptedServer, contains, ipython, reply
 
 WINDOW = 6000  # tokens; the threshold is 80% of it
@@ -17,7 +17,7 @@ def test_long_run_compacts_and_keeps_kernel_state(tmp_path: Path, buggy_repo: Pa
     filler = [ipython(f"print('step {i} ' + 'x' * 1500)") for i in range(14)]
     server.add(ipython("marker_value = 'kept-across-compaction'"), *filler,
                ipython("print('VALUE', marker_value)"), reply("done"))
-    run = run_prime(tmp_path, buggy_repo, server, "--context-window", str(WINDOW))
+    run = run_inproc(tmp_path, buggy_repo, server, "--context-window", str(WINDOW))
     assert run.code == 0, run.proc.stderr
     bodies = [r.body for r in server.chat_requests]
     summarizer = [i for i, b in enumerate(bodies) if "compacting the working context" in json.dumps(b["messages"][:1])]
@@ -46,7 +46,7 @@ def test_compact_run_and_history_from_the_kernel(tmp_path: Path, buggy_repo: Pat
         ipython("print(len(history.cells), history.grep('early output')[:1])"),
         reply("done"),
     )
-    run = run_prime(tmp_path, buggy_repo, server)
+    run = run_inproc(tmp_path, buggy_repo, server)
     assert run.code == 0, run.proc.stderr
     bodies = [r.body for r in server.chat_requests]
     summarizer = next(b for b in bodies if "compacting the working context" in json.dumps(b["messages"][:1]))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_repo, run_prime
+from conftest import make_repo, run_inproc
 from prime_ci.testing import ScriptedServer, ipython, reply
 
 PYPROJECT = """[build-system]
@@ -74,7 +74,7 @@ def test_setup_editable_install_in_the_worktree(
     before = own_packages()
     body = "def double(x):\n    return 2 * x\n" if correct else "def double(x):\n    return 3 * x\n"
     server.add(ipython(fix("src/mylib/core.py", body)), reply("done"))
-    run = run_prime(tmp_path, repo, server, "--setup", "pip install -e .", "--sandbox", sandbox,
+    run = run_inproc(tmp_path, repo, server, "--setup", "pip install -e .", "--sandbox", sandbox,
                     "--max-gate-retries", "0", *PASS_PIP, *GATE, env=OFFLINE_PIP)
     assert run.code == (0 if correct else 1), run.proc.stderr
     result = run.result
@@ -101,7 +101,7 @@ def test_gate_plugin_from_the_job_interpreter(tmp_path: Path, server: ScriptedSe
     repo = make_repo(tmp_path / "repo", {"test_it.py": "def test_it(needed_value):\n    assert needed_value == 42\n"})
     cell = '!python -c "import sys, pytest_needed; print(\'EXE\', sys.executable, sys.prefix)"'
     server.add(ipython(cell), reply("done"))
-    run = run_prime(tmp_path, repo, server, "--python", str(job), "--max-gate-retries", "0", *GATE)
+    run = run_inproc(tmp_path, repo, server, "--python", str(job), "--max-gate-retries", "0", *GATE)
     assert run.code == 0, (run.out / "gates" / "pytest.log").read_text()
     assert run.result["python"] == str(job)
     tool = [m for m in server.chat_requests[1].body["messages"] if m["role"] == "tool"][-1]["content"]
@@ -110,7 +110,7 @@ def test_gate_plugin_from_the_job_interpreter(tmp_path: Path, server: ScriptedSe
     assert Path(prefix).name == "env"
 
     server.add(reply("done"))
-    plain = run_prime(tmp_path, repo, server, "--max-gate-retries", "0", *GATE)
+    plain = run_inproc(tmp_path, repo, server, "--max-gate-retries", "0", *GATE)
     assert plain.code == 1, "without --python the plugin must be missing (the control case)"
     assert "fixture 'needed_value' not found" in (plain.out / "gates" / "pytest.log").read_text()
 
@@ -128,7 +128,7 @@ def test_editable_install_of_repo_resolves_to_the_worktree(
     core = "src/mylib/core.py" if "src/mylib/core.py" in files else "impl/core.py"
     server.add(ipython("import mylib, mylib.core\nprint('KERNEL', mylib.core.__file__)"),
                ipython(fix(core, "def double(x):\n    return 2 * x\n")), reply("fixed"))
-    run = run_prime(tmp_path, repo, server, "--python", str(job), "--max-gate-retries", "0", *GATE)
+    run = run_inproc(tmp_path, repo, server, "--python", str(job), "--max-gate-retries", "0", *GATE)
     assert run.code == 0, (run.out / "gates" / "pytest.log").read_text()
     tool = [m for m in server.chat_requests[1].body["messages"] if m["role"] == "tool"][-1]["content"]
     kernel_file = tool.split("KERNEL ", 1)[1].split()[0]
@@ -150,7 +150,7 @@ def test_a_virtualenv_inside_repo_keeps_its_own_packages(tmp_path: Path, server:
     pip_install(venv, "-e", str(repo))
     server.add(ipython("import helperpkg, mylib\nprint('KERNEL', helperpkg.__file__, mylib.__file__)"),
                ipython(fix("src/mylib/core.py", "def double(x):\n    return 2 * x\n")), reply("fixed"))
-    run = run_prime(tmp_path, repo, server, "--max-gate-retries", "0", *GATE)
+    run = run_inproc(tmp_path, repo, server, "--max-gate-retries", "0", *GATE)
     assert run.code == 0, (run.out / "gates" / "pytest.log").read_text()
     assert run.result["python"] == str(venv)
     assert "2 passed" in (run.out / "gates" / "pytest.log").read_text()

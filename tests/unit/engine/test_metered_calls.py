@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from conftest import Outcome, run_prime
+from conftest import Outcome, run_inproc
 from prime_ci.artifacts.schemas import result_json
 from prime_ci.children.host import SharedLedger
 from prime_ci.cli.schema_registry import schemas
@@ -29,7 +29,7 @@ from prime_ci.model.usage import Cost, Usage, estimate_tokens
 from prime_ci.stops import StopReason
 from prime_ci.testing import ScriptedServer, contains, reply, tool_call
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 MINI = (1.5e-07, 6e-07)  # litellm's local prices of gpt-4o-mini, USD per prompt / completion token
 MESSAGES = [{"role": "user", "content": "x" * 300}]
 
@@ -237,7 +237,7 @@ def _root_reply(prompt_tokens: int) -> Any:
 def _refine_run(tmp_path: Path, repo: Path, server: ScriptedServer, *extra: str, route: str = "direct") -> Outcome:
     harness = tmp_path / "harness"
     model = ["--model", "openai/gpt-4o-mini"] if route == "litellm" else []
-    return run_prime(tmp_path, repo, server, "--harness", str(harness), "--refine", *model, *extra,
+    return run_inproc(tmp_path, repo, server, "--harness", str(harness), "--refine", *model, *extra,
                      env={"PRIME_CI_ROUTE": route})
 
 
@@ -304,7 +304,7 @@ def test_a_childs_first_call_carries_the_shared_ledgers_budget_note(tmp_path: Pa
     # the root's first call spends 55% of --max-tokens before it spawns the child
     server.add(reply(None, [spawn], usage={"prompt_tokens": 110_000, "completion_tokens": 10}),
                reply("waiting"), reply("done"))
-    run = run_prime(tmp_path, buggy_repo, server, "--max-tokens", "200000")
+    run = run_inproc(tmp_path, buggy_repo, server, "--max-tokens", "200000")
     assert run.code == 0, run.proc.stderr
     first_child = next(r.body for r in server.chat_requests if _is_child(r.body))
     notes = [m["content"] for m in first_child["messages"] if m["role"] == "user" and NOTE.fullmatch(m["content"])]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import FIX, run_prime
+from conftest import FIX, PYTEST_GATE, run_inproc
 from prime_ci.testing import ScriptedServer, ipython, reply
 
 
@@ -19,7 +19,7 @@ def test_goal_and_on_demand_gates(tmp_path: Path, buggy_repo: Path, server: Scri
         ipython(FIX + "print(await goal.complete('fixed add'))"),
         reply("unreachable: the goal completion ends the turn"),
     )
-    run = run_prime(tmp_path, buggy_repo, server, "--gate", "python -m pytest -q")
+    run = run_inproc(tmp_path, buggy_repo, server, "--gate", PYTEST_GATE)
     assert run.code == 0, run.proc.stderr
     assert "Fix the failing test. active ['pytest']" in _tool_output(server, 1)
     assert "RUN [('pytest', False)]" in _tool_output(server, 2)
@@ -32,13 +32,13 @@ def test_goal_complete_does_not_override_failing_gates(
     tmp_path: Path, buggy_repo: Path, server: ScriptedServer
 ) -> None:
     server.add(ipython("await goal.complete('all done, trust me')"), reply("really done"))
-    run = run_prime(tmp_path, buggy_repo, server, "--gate", "python -m pytest -q", "--max-gate-retries", "0")
+    run = run_inproc(tmp_path, buggy_repo, server, "--gate", PYTEST_GATE, "--max-gate-retries", "0")
     assert run.code == 1 and run.result["stop_reason"] == "gates_failed"
 
 
 def test_budget_notes_at_50_80_95_percent(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:
     server.add(*[ipython("pass") for _ in range(20)])
-    run = run_prime(tmp_path, buggy_repo, server, "--max-turns", "20")
+    run = run_inproc(tmp_path, buggy_repo, server, "--max-turns", "20")
     assert run.code == 3
     notes = [m["content"] for m in server.chat_requests[-1].body["messages"]
              if m["role"] == "user" and str(m["content"]).startswith("[budget]")]

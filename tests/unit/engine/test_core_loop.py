@@ -1,4 +1,4 @@
-"""Issue 2 acceptance 1, 2: the core loop through the installed CLI and the scripted server."""
+"""Issue 2 acceptance 1, 2: the core loop in process (``run_inproc``: the CLI's entry point) and the scripted server."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIX, repo_state, run_prime
+from conftest import FIX, PYTEST_GATE, repo_state, run_inproc
 from prime_ci.artifacts.schemas import ResultModel, SessionEntry, SessionHeader
 from prime_ci.testing import ScriptedServer, ipython, reply
 
@@ -19,7 +19,7 @@ def test_fixes_failing_test_and_writes_all_artifacts(
 ) -> None:
     before = repo_state(buggy_repo)
     server.add(ipython("print(open('calc.py').read())"), ipython(FIX), reply("Fixed add()."))
-    run = run_prime(tmp_path, buggy_repo, server, "--gate", "python -m pytest -q", env={"PRIME_CI_ROUTE": route})
+    run = run_inproc(tmp_path, buggy_repo, server, "--gate", PYTEST_GATE, env={"PRIME_CI_ROUTE": route})
     assert run.code == 0, run.proc.stderr
     result = ResultModel.model_validate(run.result)
     assert result.stop_reason == "completed" and result.success
@@ -46,7 +46,7 @@ def test_only_tool_is_ipython_and_kernel_state_persists(
     tmp_path: Path, buggy_repo: Path, server: ScriptedServer
 ) -> None:
     server.add(ipython("secret_number = 6 * 7"), ipython("print('value', secret_number)"), reply("ok"))
-    run = run_prime(tmp_path, buggy_repo, server)
+    run = run_inproc(tmp_path, buggy_repo, server)
     assert run.code == 0, run.proc.stderr
     bodies = [r.body for r in server.chat_requests]
     assert len(bodies) == 3
@@ -65,7 +65,7 @@ def test_non_ascii_and_undecodable_output_reach_the_model(
     and a lone surrogate (bytes that were not UTF-8, decoded with surrogateescape) does not break the request."""
     cell = "print('héllo → ✓ 漢字')\nprint(b'raw \\xff end'.decode('utf-8', 'surrogateescape'))"
     server.add(ipython(cell), reply("ok"))
-    run = run_prime(tmp_path, buggy_repo, server, env={"PRIME_CI_ROUTE": route})
+    run = run_inproc(tmp_path, buggy_repo, server, env={"PRIME_CI_ROUTE": route})
     assert run.code == 0, run.proc.stderr
     tool = [m for m in server.chat_requests[1].body["messages"] if m["role"] == "tool"][-1]["content"]
     assert "héllo → ✓ 漢字" in tool
@@ -74,7 +74,7 @@ def test_non_ascii_and_undecodable_output_reach_the_model(
 
 def test_new_files_are_in_the_patch(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:
     server.add(ipython("import os\nos.makedirs('notes')\nopen('notes/new.txt', 'w').write('hello\\n')"), reply("done"))
-    run = run_prime(tmp_path, buggy_repo, server)
+    run = run_inproc(tmp_path, buggy_repo, server)
     assert run.code == 0, run.proc.stderr
     assert run.result["changed_files"] == ["notes/new.txt"]
     assert "+hello" in (run.out / "patch.diff").read_text()

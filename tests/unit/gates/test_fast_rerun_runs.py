@@ -8,7 +8,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conftest import BUGGY, Outcome, make_repo, run_prime
+from conftest import BUGGY, Outcome, make_repo, run_inproc
 from prime_ci.cli.schema_registry import schemas
 from prime_ci.errors import ConfigError
 from prime_ci.gates.failures import scan_log_failures
@@ -53,7 +53,7 @@ def test_retry_round_reruns_only_the_failing_test_then_the_full_gate(
 ) -> None:
     repo = make_repo(tmp_path / "repo", SLOW_SUITE)
     server.add(reply("done"), ipython(MULTIPLY), reply("done, with *"), ipython(FIX_MULTIPLY), reply("fixed"))
-    run = run_prime(tmp_path, repo, server, "--gate", SLOW_GATE, "--keep-worktree")
+    run = run_inproc(tmp_path, repo, server, "--gate", SLOW_GATE, "--keep-worktree")
     assert run.code == 0, run.proc.stderr
     assert run.result["stop_reason"] == "completed"
     assert len(server.chat_requests) == 5
@@ -95,7 +95,7 @@ def test_fast_template_from_gates_file_and_final_round_runs_full(tmp_path: Path,
     gates.write_text('[[gate]]\nname = "tests"\ncommand = "python -m pytest -q"\n'
                      'fast = "echo TEMPLATE {tests}; python -m pytest -q {tests}"\n')
     server.add(reply("done"), ipython(MULTIPLY), reply("done, with *"))
-    run = run_prime(tmp_path, repo, server, "--gates-file", str(gates), "--max-gate-retries", "1")
+    run = run_inproc(tmp_path, repo, server, "--gates-file", str(gates), "--max-gate-retries", "1")
     assert run.code == 1, run.proc.stderr
     assert run.result["stop_reason"] == "gates_failed"
     assert "TEMPLATE test_calc.py::test_add" in (run.out / "gates" / "tests.fast.log").read_text()
@@ -111,7 +111,7 @@ def test_fast_rerun_that_names_no_failing_test_falls_through_to_full(
     rename = ("from pathlib import Path\np = Path('test_calc.py')\n"
               "p.write_text(p.read_text().replace('def test_add', 'def test_add_renamed'))\n")
     server.add(reply("done"), ipython(rename), reply("renamed"), reply("giving up"))
-    run = run_prime(tmp_path, make_repo(tmp_path / "repo", BUGGY), server, "--gate", "python -m pytest -q",
+    run = run_inproc(tmp_path, make_repo(tmp_path / "repo", BUGGY), server, "--gate", "python -m pytest -q",
                     "--max-gate-retries", "2")
     assert run.code == 1, run.proc.stderr
     entries = gate_entries(run)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import prime_agent_code
-from conftest import run_cli, run_prime
+from conftest import cli_inproc, run_inproc
 from prime_ci.testing import ScriptedServer, contains, ipython, reply, tool_call
 
 pytestmark = pytest.mark.skipif(prime_agent_code.unavailable() is not None,
@@ -27,7 +27,7 @@ SUMMARIZER = "compacting the working context"
 
 def export(tmp_path: Path, out: Path) -> Path:
     dest = tmp_path / "prime-agent"
-    done = run_cli(["export", str(out), "--prime-agent", str(dest)], cwd=tmp_path)
+    done = cli_inproc(["export", str(out), "--prime-agent", str(dest)], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     return dest
 
@@ -71,7 +71,7 @@ def test_exported_children_are_listed_labelled_and_their_spend_reaches_the_root(
         reply("kid finished"), reply("kid saw the notice"), reply("kid again"),
     ])
     server.add(ipython("await rlm('child task', name='kid')"), reply("waiting"), *[reply("done")] * 5)
-    run = run_prime(tmp_path, buggy_repo, server, "--max-depth", "2", *PRICE)
+    run = run_inproc(tmp_path, buggy_repo, server, "--max-depth", "2", *PRICE)
     assert run.code == 0, run.proc.stderr
     dest = export(tmp_path, run.out)
     root_file = next((dest / "sessions").glob("*.jsonl"))
@@ -109,7 +109,7 @@ def test_compaction_and_refinement_spend_is_in_prime_agents_totals(
     server.route(lambda body: "submit_refinement" in json.dumps(body.get("tools")),
                  [reply(None, [tool_call("submit_refinement", {"rationale": "r", "ops": []})])])
     server.add(*steps, reply("done"))
-    run = run_prime(tmp_path, buggy_repo, server, "--context-window", "6000", "--harness", str(tmp_path / "h"),
+    run = run_inproc(tmp_path, buggy_repo, server, "--context-window", "6000", "--harness", str(tmp_path / "h"),
                     "--refine", *PRICE)
     assert run.code == 0, run.proc.stderr
     entries = run.session()

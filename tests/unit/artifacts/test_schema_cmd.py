@@ -7,17 +7,17 @@ from pathlib import Path
 
 import jsonschema
 
-from conftest import run_cli, run_prime
+from conftest import cli_inproc, run_inproc
 from prime_ci.testing import ScriptedServer, ipython, reply
 
 
 def test_schemas_validate_a_real_run(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:
-    proc = run_cli(["schema"], cwd=tmp_path)
+    proc = cli_inproc(["schema"], cwd=tmp_path)
     assert proc.returncode == 0
     schemas = json.loads(proc.stdout)
     assert set(schemas) == {"result", "session", "gates", "refine", "bench", "suite"}
     server.add(ipython("x = 1"), reply("done"))
-    run = run_prime(tmp_path, buggy_repo, server, "--gate", "true")
+    run = run_inproc(tmp_path, buggy_repo, server, "--gate", "true")
     assert run.code == 0, run.proc.stderr
     jsonschema.validate(run.result, schemas["result"])
     lines = run.session()

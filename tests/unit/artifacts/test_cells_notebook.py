@@ -8,7 +8,7 @@ from pathlib import Path
 
 import nbformat
 
-from conftest import run_prime
+from conftest import run_inproc
 from prime_ci.isolation.limits import Limits
 from prime_ci.kernel.client import Kernel, KernelConfig
 from prime_ci.kernel.output import cell_text
@@ -36,7 +36,7 @@ async def _reexecute(cells: list[str], cwd: Path) -> list[str]:
 
 def test_notebook_reexecutes_to_the_same_outputs(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:
     server.add(*[ipython(code) for code in CELLS], reply("done"))
-    run = run_prime(tmp_path, buggy_repo, server)
+    run = run_inproc(tmp_path, buggy_repo, server)
     assert run.code == 0, run.proc.stderr
     nb = nbformat.read(run.out / "cells.ipynb", as_version=4)
     nbformat.validate(nb)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Outcome, run_prime
+from conftest import Outcome, cli_inproc, run_inproc
 from prime_ci.testing import ScriptedServer, contains, hang, ipython, reply, tool_call
 
 SONNET = "anthropic/claude-sonnet-4-5"
@@ -26,7 +26,7 @@ ANTHROPIC = {"ANTHROPIC_API_KEY": "sk-ant-test"}
 
 
 def anthropic_run(tmp_path: Path, repo: Path, srv: ScriptedServer, *extra: str) -> Outcome:
-    return run_prime(tmp_path, repo, srv, "--model", SONNET, "--api-base", srv.root_url, *extra, env=ANTHROPIC)
+    return run_inproc(tmp_path, repo, srv, "--model", SONNET, "--api-base", srv.root_url, *extra, env=ANTHROPIC)
 
 
 def assistant_usages(run: Outcome) -> list[dict[str, Any]]:
@@ -123,7 +123,7 @@ def test_direct_route_records_cached_tokens_at_the_cached_rate(tmp_path: Path, b
     usage = {"prompt_tokens": 2000, "completion_tokens": 10, "prompt_tokens_details": {"cached_tokens": 1536}}
     steps = [reply(None, [tool_call("ipython", {"code": "print(1)"})], usage=usage), reply("done", usage=usage)]
     with ScriptedServer(steps) as srv:
-        run = run_prime(tmp_path, buggy_repo, srv, "--model", "openai/gpt-4o-mini")
+        run = run_inproc(tmp_path, buggy_repo, srv, "--model", "openai/gpt-4o-mini")
     assert run.code == 0, run.proc.stderr
     got = run.result["usage"]
     assert got["cache_read_tokens"] == 2 * 1536 and got["prompt_tokens"] == 4000
@@ -137,12 +137,11 @@ def test_direct_route_records_cached_tokens_at_the_cached_rate(tmp_path: Path, b
 
 
 def test_session_usage_has_prime_agents_shape_in_the_schema(tmp_path: Path) -> None:
-    proc = subprocess.run([str(Path(sys.executable).parent / "prime-ci"), "schema", "session"], capture_output=True,
-                          text=True, timeout=60, check=True)
+    proc = cli_inproc(["schema", "session"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
     usage = json.loads(proc.stdout)["usage"]
     assert set(usage["required"]) == {"input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost"}
-    result = json.loads(subprocess.run([str(Path(sys.executable).parent / "prime-ci"), "schema", "result"],
-                                       capture_output=True, text=True, timeout=60, check=True).stdout)
+    result = json.loads(cli_inproc(["schema", "result"], cwd=tmp_path).stdout)
     assert {"cache_read_tokens", "cache_write_tokens", "reasoning_tokens"} <= set(
         result["$defs"]["UsageModel"]["properties"])
 
@@ -167,7 +166,7 @@ def test_reasoning_effort_reaches_the_provider_and_thinking_is_logged(tmp_path: 
     assert "thinking" in shown.stdout and "The test adds; check calc first." in shown.stdout
 
     with ScriptedServer([ipython("print(3)", reasoning="plan"), reply("done")]) as srv:
-        direct = run_prime(tmp_path, buggy_repo, srv, "--reasoning-effort", "low")
+        direct = run_inproc(tmp_path, buggy_repo, srv, "--reasoning-effort", "low")
         body = srv.chat_requests[0].body
         second = srv.chat_requests[1].body
     assert direct.code == 0 and body["reasoning_effort"] == "low"
@@ -179,7 +178,7 @@ def test_a_reply_cut_off_inside_a_tool_call_is_reported_as_truncated(tmp_path: P
     cut = reply(None, [tool_call("ipython", '{"code": "open(\'big.py\', \'w\').write(\'\'\'\\nline 1\\nline')],
                 finish_reason="length")
     with ScriptedServer([cut, reply("done")]) as srv:
-        run = run_prime(tmp_path, buggy_repo, srv)
+        run = run_inproc(tmp_path, buggy_repo, srv)
         second = srv.chat_requests[1].body["messages"]
     assert run.code == 0, run.proc.stderr
     told = second[-1]
@@ -196,7 +195,7 @@ def test_a_strict_server_takes_a_ten_turn_tool_run(tmp_path: Path, buggy_repo: P
                                                    env: dict[str, str]) -> None:
     steps = [ipython(f"print({i})") for i in range(9)] + [reply("done")]
     with ScriptedServer(steps, strict=True) as srv:
-        run = run_prime(tmp_path, buggy_repo, srv, "--model", model, env=env)
+        run = run_inproc(tmp_path, buggy_repo, srv, "--model", model, env=env)
         rejected = srv.rejected
         requests = srv.chat_requests
     assert run.code == 0, run.proc.stderr
@@ -211,7 +210,7 @@ def test_a_small_window_is_discovered_and_overflow_compacts(tmp_path: Path, bugg
     steps = [ipython(big) for _ in range(10)] + [reply("done")]
     with ScriptedServer(steps, context_window=2048) as srv:
         srv.route(contains("compacting the working context"), [reply("summary: printed words")] * 20)
-        run = run_prime(tmp_path, buggy_repo, srv, "--model", "openai/scripted-model", "--max-completion-tokens",
+        run = run_inproc(tmp_path, buggy_repo, srv, "--model", "openai/scripted-model", "--max-completion-tokens",
                         "256")
         rejected = srv.rejected
         models = [r for r in srv.requests if r.path.endswith("/models")]
@@ -230,7 +229,7 @@ def test_overflow_the_client_did_not_foresee_triggers_compaction_and_a_retry(tmp
     with ScriptedServer(steps, context_window=2048) as srv:
         srv.route(contains("compacting the working context"), [reply("summary: printed words")] * 20)
         # the client is told a large window: only the server's 400 says otherwise
-        run = run_prime(tmp_path, buggy_repo, srv, "--context-window", "100000", "--max-completion-tokens", "256")
+        run = run_inproc(tmp_path, buggy_repo, srv, "--context-window", "100000", "--max-completion-tokens", "256")
         rejected = srv.rejected
     assert run.code == 0, run.proc.stderr
     assert rejected and "maximum context length" in (rejected[0].rejected or "")
@@ -241,14 +240,14 @@ def test_overflow_the_client_did_not_foresee_triggers_compaction_and_a_retry(tmp
 
 def test_max_cost_without_a_known_price_is_refused(tmp_path: Path, buggy_repo: Path) -> None:
     with ScriptedServer([reply("done")]) as srv:
-        run = run_prime(tmp_path, buggy_repo, srv, "--max-cost", "0.5")
+        run = run_inproc(tmp_path, buggy_repo, srv, "--max-cost", "0.5")
         assert srv.chat_requests == []
     assert run.code == 2 and "--price-per-mtok" in run.proc.stderr, run.proc.stderr
     assert not run.out.exists()
 
     steps = [ipython("print(1)") for _ in range(30)]
     with ScriptedServer(steps) as srv:
-        priced = run_prime(tmp_path, buggy_repo, srv, "--max-cost", "0.01", "--price-per-mtok", "0.5,1")
+        priced = run_inproc(tmp_path, buggy_repo, srv, "--max-cost", "0.01", "--price-per-mtok", "0.5,1")
     assert priced.result["stop_reason"] == "max_cost", priced.proc.stderr
     usage = priced.result["usage"]
     assert 0 < usage["cost_usd"] <= 0.01 and 0 < usage["turns"] < 30
@@ -273,7 +272,7 @@ def test_usage_is_read_alike_from_a_json_body_and_from_litellms_object() -> None
 
 def test_a_call_abandoned_at_the_wall_limit_is_charged_its_estimate(tmp_path: Path, buggy_repo: Path) -> None:
     with ScriptedServer([ipython("print(1)"), hang(120)]) as srv:
-        run = run_prime(tmp_path, buggy_repo, srv, "--max-wall", "12s")
+        run = run_inproc(tmp_path, buggy_repo, srv, "--max-wall", "12s")
         second = srv.chat_requests[1]
     assert run.result["stop_reason"] == "max_wall", run.proc.stderr
     usage = run.result["usage"]
@@ -287,7 +286,7 @@ def test_a_call_abandoned_at_the_wall_limit_is_charged_its_estimate(tmp_path: Pa
 def test_every_request_extends_the_last_one_so_automatic_caches_hit(tmp_path: Path, buggy_repo: Path) -> None:
     steps = [ipython(f"print('{i}' * 300)") for i in range(6)] + [reply("done")]
     with ScriptedServer(steps, auto_cache=True, min_cache_tokens=128) as srv:
-        run = run_prime(tmp_path, buggy_repo, srv, "--model", "openai/gpt-4o-mini")
+        run = run_inproc(tmp_path, buggy_repo, srv, "--model", "openai/gpt-4o-mini")
         bodies = [r.body for r in srv.chat_requests]
     assert run.code == 0, run.proc.stderr
     for before, after in itertools.pairwise(bodies):
@@ -318,7 +317,7 @@ def test_an_allowance_past_an_undiscovered_window_is_asked_again_smaller(tmp_pat
     # a llama.cpp-like server whose /models does not name the requested model: the window is unknown (128k)
     # until the first 400 says 8192; 8192 completion tokens on top of the prompt do not fit
     with ScriptedServer([ipython("print(1)"), reply("done")], context_window=8192, strict=True) as srv:
-        run = run_prime(tmp_path, buggy_repo, srv, "--model", "openai/gemma")
+        run = run_inproc(tmp_path, buggy_repo, srv, "--model", "openai/gemma")
         rejected, requests = srv.rejected, srv.chat_requests
     assert run.code == 0, run.proc.stderr
     assert len(rejected) == 1 and "asking for less completion to fit 8192" in run.proc.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import cli_inproc
 from prime_ci.errors import ConfigError, PersistenceError
 from prime_ci.harness.frontmatter import parse_frontmatter, render_frontmatter
 from prime_ci.harness.prompt import prompt_section, subagent_spec
@@ -249,28 +249,28 @@ def test_cli_harness_commands(tmp_path: Path) -> None:
     store.create("memory", "guess", "Maybe flaky.", source_run="r2", trust="untrusted")
     h = ["--harness", str(tmp_path / "h")]
 
-    listed = run_cli(["harness", "list", *h], cwd=tmp_path)
+    listed = cli_inproc(["harness", "list", *h], cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert re.search(r"memory\s+build\s+trusted\s+Build with `make`.", listed.stdout)
     assert re.search(r"memory\s+guess\s+untrusted", listed.stdout)
 
-    shown = run_cli(["harness", "show", "memory", "build", *h], cwd=tmp_path)
+    shown = cli_inproc(["harness", "show", "memory", "build", *h], cwd=tmp_path)
     assert shown.stdout == (tmp_path / "h" / "memories" / "build.md").read_text()
 
-    trusted = run_cli(["harness", "trust", "memory", "guess", *h], cwd=tmp_path)
+    trusted = cli_inproc(["harness", "trust", "memory", "guess", *h], cwd=tmp_path)
     assert trusted.returncode == 0 and "marked trusted" in trusted.stderr
     assert store.read("memory", "guess").trusted
 
-    log = run_cli(["harness", "log", *h], cwd=tmp_path)
+    log = cli_inproc(["harness", "log", *h], cwd=tmp_path)
     ids = re.findall(r"^(cs-[0-9a-f]{8})", log.stdout, re.M)
     assert ids == [c.id for c in reversed(store.history())] and ids[-1] == cs.id
     assert "create memory:build  (from 0a1b2c3d)" in log.stdout
 
-    missing = run_cli(["harness", "rollback", "cs-deadbeef", *h], cwd=tmp_path)
+    missing = cli_inproc(["harness", "rollback", "cs-deadbeef", *h], cwd=tmp_path)
     assert missing.returncode == 2 and "no change set 'cs-deadbeef'" in missing.stderr
-    no_dir = run_cli(["harness", "list", "--harness", str(tmp_path / "nope")], cwd=tmp_path)
+    no_dir = cli_inproc(["harness", "list", "--harness", str(tmp_path / "nope")], cwd=tmp_path)
     assert no_dir.returncode == 2 and "directory not found" in no_dir.stderr
-    bad_kind = run_cli(["harness", "show", "config", "x", *h], cwd=tmp_path)
+    bad_kind = cli_inproc(["harness", "show", "config", "x", *h], cwd=tmp_path)
     assert bad_kind.returncode == 2
 
 
