@@ -89,7 +89,9 @@ def snapshot(git_dir: Path, repo: Path, base: str, index: Path) -> str:
     git(["add", "-u", "--", "."], git_dir=git_dir, work_tree=repo, cwd=repo, env=env)
     new = _untracked(repo, excludes)
     if new:
-        git(["-c", f"core.excludesFile={excludes}", "add", "--pathspec-from-file=-", "--pathspec-file-nul"],
+        # --force: the list is already what REPO's own ignore sources leave; the clone lacks REPO's
+        # .git/info/exclude, whose "!name" may re-include what the user's excludesFile ignores
+        git(["-c", f"core.excludesFile={excludes}", "add", "--force", "--pathspec-from-file=-", "--pathspec-file-nul"],
             git_dir=git_dir, work_tree=repo, cwd=repo, env={**env, "GIT_LITERAL_PATHSPECS": "1"},
             input=b"\0".join(new))
     tree = git_text(["write-tree"], git_dir=git_dir, env=env)

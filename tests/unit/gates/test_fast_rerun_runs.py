@@ -69,8 +69,8 @@ def test_retry_round_reruns_only_the_failing_test_then_the_full_gate(
         (1, "full", False, ["pytest"]), (2, "fast", False, ["pytest"]), (3, "fast", True, ["pytest"]),
         (3, "full", True, ["pytest"])]
     assert rounds[0]["duration_s"] >= SLOW_SECONDS
-    # the fast rerun skips the slow module (the counter below proves it); the full run sleeps SLOW_SECONDS more
-    assert rounds[1]["duration_s"] < rounds[0]["duration_s"] - 0.9 * SLOW_SECONDS, rounds
+    # the fast rerun skips the slow module: the counter below proves it (a comparison of durations would be a
+    # wall-clock assert, and a busy machine breaks it)
     assert rounds[1]["tests"] == 1
     jsonschema.validate(run.result, schemas()["result"])
 

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import make_repo
@@ -33,6 +33,8 @@ def _status(repo: Path, env: dict[str, str]) -> tuple[set[bytes], set[bytes]]:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(names=NAMES, nested=PATTERNS, info=PATTERNS, user=PATTERNS)
+# found by this fuzz: .git/info/exclude re-includes what the user's excludesFile ignores
+@example(names=["x.env"], nested=[], info=["!x.env"], user=["*.env"])
 def test_the_snapshot_is_what_status_calls_untracked(names: list[str], nested: list[str], info: list[str],
                                                      user: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
