@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import PRIME_CI, live_processes_with, make_repo, run_cli, wait_until
+from conftest import PRIME_CI, PYTEST_GATE, live_processes_with, make_repo, run_cli, wait_until
 from prime_ci.bench.model import BenchReport
 from prime_ci.testing import ScriptedServer, ipython, reply
 
@@ -30,7 +30,7 @@ def replay_suite(root: Path, ids: list[str], *, extra: str = "") -> Path:
     shutil.copytree(DEMO / "repo", root / "calc", dirs_exist_ok=True)
     tasks = "".join(f'[[task]]\nid = "{i}"\nrepo = "calc"\n{extra}\n' for i in ids)
     (root / "suite.toml").write_text(
-        f'name = "replayed"\n[defaults]\ngates = ["python -m pytest -q"]\npython = "{{python}}"\nmax_turns = 12\n'
+        f'name = "replayed"\n[defaults]\ngates = ["{PYTEST_GATE}"]\npython = "{{python}}"\nmax_turns = 12\n'
         f'replay = "rec"\ntask = "{TASK}"\n\n{tasks}')
     return root / "suite.toml"
 

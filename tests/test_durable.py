@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import FIX, run_prime
+from conftest import FIX, PYTEST_GATE, run_prime
 from prime_ci.artifacts.schemas import ResultModel
 from prime_ci.errors import PersistenceError
 from prime_ci.gates.junit import write_gates_junit
@@ -218,7 +218,7 @@ def _run(
     tmp_path: Path, repo: Path, server: ScriptedServer, out: Path, *extra: str
 ) -> subprocess.CompletedProcess[str]:
     """A fixing run with a gate into OUT, prepared by the caller (the last ``--out`` wins)."""
-    return run_prime(tmp_path, repo, server, "--gate", "python -m pytest -q", *extra, "--out", str(out)).proc
+    return run_prime(tmp_path, repo, server, "--gate", PYTEST_GATE, *extra, "--out", str(out)).proc
 
 
 @pytest.fixture

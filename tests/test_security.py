@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 import pytest
 
-from conftest import BUGGY, make_repo, run_prime
+from conftest import BUGGY, PYTEST_GATE, make_repo, run_prime
 from prime_ci.isolation.sandbox import bwrap_binary, probe
 from prime_ci.testing import ScriptedServer, contains, ipython, reply
 
@@ -166,7 +166,7 @@ def test_planted_fsmonitor_and_symlinks_do_nothing(tmp_path: Path, server: Scrip
              "os.symlink('/root', 'home-link')\nos.symlink('../../../../etc/shadow', 'shadow-link')\n"
              "open('calc.py', 'a').write('# touched\\n')")
     server.add(ipython(plant), reply("done"))
-    run = run_prime(tmp_path, repo, server, "--gate", "python -m pytest -q || true")
+    run = run_prime(tmp_path, repo, server, "--gate", f"{PYTEST_GATE} || true")
     assert run.code == 0, run.proc.stderr
     assert not marker.exists(), "a planted git hook or fsmonitor ran on the host"
     patch = (run.out / "patch.diff").read_text()
