@@ -187,3 +187,9 @@ async def standalone(specs: list[GateSpec], cwd: Path, log_dir: Path, options: S
             if not result.passed:
                 return [dataclasses.replace(result, name=f"build: {build.name}")]
         return await run_gates(specs, cwd=cwd, env=env, log_dir=log_dir, launcher=launcher, limits=options.limits)
+
+
+def session_cwd(source: str) -> str:
+    """The session header's ``cwd``: the repository the run was made for (the worktree is gone after it), or
+    the invocation directory for a URL."""
+    return os.getcwd() if is_url(source) else source

@@ -28,8 +28,8 @@ from prime_ci.isolation.parse import json_loads
 from prime_ci.isolation.procs import sweep
 from prime_ci.isolation.worktree import Worktree, create_worktree
 from prime_ci.kernel.bridge import remove_run_dirs
-from prime_ci.loop.agent import wire_arguments
 from prime_ci.loop.compact import summary_message
+from prime_ci.loop.tool_call import wire_arguments
 from prime_ci.session.log import SessionFile, read_session
 from prime_ci.session.read import parts_text
 

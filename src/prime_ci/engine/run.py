@@ -21,12 +21,20 @@ from prime_ci.artifacts.schemas import result_json
 from prime_ci.children.family import Family
 from prime_ci.engine import bridge_handlers, finish
 from prime_ci.engine.actions_log import ActionsLog, Emit
-from prime_ci.engine.environment import environment_section, gate_vars, hand_over, project_vars, run_setup, take_back
+from prime_ci.engine.environment import (
+    environment_section,
+    gate_vars,
+    hand_over,
+    project_vars,
+    run_setup,
+    session_cwd,
+    take_back,
+)
 from prime_ci.engine.from_session import go_on
 from prime_ci.engine.prepare import Prepared
 from prime_ci.engine.progress import Progress, start_ticker, stop_ticker
 from prime_ci.engine.resume import ResumeState, last_assistant
-from prime_ci.engine.settle import settle
+from prime_ci.engine.settle import clear_worktree, settle
 from prime_ci.engine.setup import SetupOutcome, failure_detail
 from prime_ci.errors import KernelLost, ModelError, PersistenceError
 from prime_ci.gates.builds import Builder
@@ -36,7 +44,7 @@ from prime_ci.isolation import procs
 from prime_ci.isolation.box import RUN_VAR, run_needle
 from prime_ci.isolation.sandbox import colour_off, scrubbed_env
 from prime_ci.isolation.untrusted import clean_terminal_text, fence
-from prime_ci.isolation.worktree import DIRTY_SHOWN, is_url
+from prime_ci.isolation.worktree import DIRTY_SHOWN
 from prime_ci.kernel.api import PRELOAD
 from prime_ci.kernel.bridge import Bridge, run_dir
 from prime_ci.kernel.client import CellResult, Kernel, KernelConfig
@@ -61,7 +69,6 @@ SIGNAL_EXIT = {signal.SIGINT: StopReason.INTERRUPTED.exit_code, signal.SIGTERM: 
 # a budget stop or failed gates: one more full gate round decides whether the run still passed
 FINAL_ROUND = frozenset({StopReason.MAX_TURNS, StopReason.MAX_TOKENS, StopReason.MAX_COST, StopReason.GATES_FAILED})
 Say = Callable[[str], None]
-SLOW_REMOVAL_S, MANY_ENTRIES = 2.0, 5_000  # when removing the worktree is worth a line
 
 
 @dataclass
@@ -328,7 +335,7 @@ class Run:
             await self._teardown()
             patch, changed, flags, self.stop = settle(self.prep, self.judge, self.stop)
             if not cfg.keep_worktree:  # counted in wall_s, and said before the final line
-                await self._clear_worktree()
+                await clear_worktree(self.prep.worktree, self.say)
             else:
                 take_back(self.prep)
             exit_code = self.stop.reason.exit_code
@@ -344,18 +351,6 @@ class Run:
             if not cfg.keep_worktree:
                 self.prep.worktree.remove()
         return result
-
-    async def _clear_worktree(self) -> None:
-        """Delete the worktree's files (what remains, the git data and harness state, goes after the artifacts)."""
-        started = time.monotonic()
-        removal = asyncio.ensure_future(asyncio.to_thread(self.prep.worktree.clear))
-        done, _ = await asyncio.wait({removal}, timeout=SLOW_REMOVAL_S)
-        if not done:
-            self.say("removing the worktree (its files, node_modules, caches and the run environment)...")
-        entries = await removal
-        elapsed = time.monotonic() - started
-        if not done or entries >= MANY_ENTRIES:
-            self.say(f"worktree removed: {entries} entries in {elapsed:.1f}s")
 
     async def _teardown(self) -> None:
         if self.family is not None:
@@ -388,12 +383,6 @@ class Run:
             snapshot_of=wt.snapshot_of, out_dir=str(self.prep.out),
             worktree=str(wt.path) if cfg.keep_worktree else None, **window,
         )
-
-
-def session_cwd(source: str) -> str:
-    """The session header's ``cwd``: the repository the run was made for (the worktree is gone after it), or
-    the invocation directory for a URL."""
-    return os.getcwd() if is_url(source) else source
 
 
 def execute(prep: Prepared, say: Say, *, resume: ResumeState | None = None, salvage: bool = False,

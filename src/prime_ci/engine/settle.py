@@ -1,14 +1,20 @@
 """The verdict on the worktree after the loop: the patch, the changed files and the flags; a registered secret
-or a protected path in the diff turns any stop into a security stop."""
+or a protected path in the diff turns any stop into a security stop. Then the worktree's files go (said when slow)."""
 
 from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
 
 from prime_ci.engine.prepare import Prepared
 from prime_ci.gates import protect
 from prime_ci.gates.judge import Judge
 from prime_ci.isolation import redact
-from prime_ci.isolation.worktree import GitError
+from prime_ci.isolation.worktree import GitError, Worktree
 from prime_ci.stops import Stop, StopReason
+
+SLOW_REMOVAL_S, MANY_ENTRIES = 2.0, 5_000  # when removing the worktree is worth a line
 
 
 def settle(prep: Prepared, judge: Judge, stop: Stop) -> tuple[str, list[str], list[str], Stop]:
@@ -32,3 +38,16 @@ def settle(prep: Prepared, judge: Judge, stop: Stop) -> tuple[str, list[str], li
     elif stop.reason is StopReason.COMPLETED and cfg.require_changes and not changed:
         stop = Stop(StopReason.NO_CHANGES, "--require-changes and the diff is empty")
     return patch, changed, flags, stop
+
+
+async def clear_worktree(worktree: Worktree, say: Callable[[str], None]) -> None:
+    """Delete the worktree's files (what remains, the git data and harness state, goes after the artifacts)."""
+    started = time.monotonic()
+    removal = asyncio.ensure_future(asyncio.to_thread(worktree.clear))
+    done, _ = await asyncio.wait({removal}, timeout=SLOW_REMOVAL_S)
+    if not done:
+        say("removing the worktree (its files, node_modules, caches and the run environment)...")
+    entries = await removal
+    elapsed = time.monotonic() - started
+    if not done or entries >= MANY_ENTRIES:
+        say(f"worktree removed: {entries} entries in {elapsed:.1f}s")

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import gc
-import json
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -15,6 +13,7 @@ from prime_ci.isolation.untrusted import clean_terminal_text
 from prime_ci.kernel.client import CellResult
 from prime_ci.loop.budget import BudgetExhausted, Meter
 from prime_ci.loop.compact import Compactor
+from prime_ci.loop.tool_call import args_for_log, parse_call, wire_arguments
 from prime_ci.model.protocol import UNREADABLE, Model, ModelReply, ToolCall, endpoint
 from prime_ci.model.usage import Cost, TokenRate, Usage, message_chars, session_usage
 from prime_ci.session.log import SessionLog
@@ -37,8 +36,7 @@ TOOL = {
     },
 }
 MAX_MALFORMED = 3
-__all__ = ["TOOL", "Agent", "Conversation", "Executor", "Stop", "StopReason", "TurnEnd", "log_model", "split_model",
-           "wire_arguments"]
+__all__ = ["TOOL", "Agent", "Conversation", "Executor", "Stop", "StopReason", "TurnEnd", "log_model", "split_model"]
 
 
 def split_model(name: str) -> tuple[str, str]:
@@ -249,7 +247,7 @@ class Agent:
             self.last_text = reply.text
         parts: list[dict[str, Any]] = [{"type": "thinking", "thinking": reply.thinking}] if reply.thinking else []
         parts += [{"type": "text", "text": reply.text}] if reply.text else []
-        parts += [{"type": "toolCall", "id": c.id, "name": c.name, "arguments": _args_for_log(c)}
+        parts += [{"type": "toolCall", "id": c.id, "name": c.name, "arguments": args_for_log(c)}
                   for c in reply.tool_calls]
         provider, model = split_model(reply.model)
         eid = self.log.message(
@@ -276,7 +274,7 @@ class Agent:
 
     async def _run_tools(self, calls: list[ToolCall]) -> Stop | None:
         first, extra = calls[0], calls[1:]
-        code, problem = _parse_call(first)
+        code, problem = parse_call(first)
         if code is None and self._truncated:
             problem = ("your reply was cut off at the completion token limit in the middle of this tool call, so "
                        "it was not run (the call above shows only the part that arrived). Send a shorter cell: "
@@ -328,74 +326,6 @@ class Agent:
             isError=is_error, **({"details": details} if details else {}),
         )
         self.conversation.add({"role": "tool", "tool_call_id": call.id, "content": text}, eid)
-
-
-def _parse_call(call: ToolCall) -> tuple[str | None, str]:
-    if call.name != "ipython":
-        return None, f"unknown tool {call.name!r}; the only tool is `ipython` with arguments {{\"code\": str}}"
-    try:
-        args = json.loads(call.arguments or "{}")
-    except ValueError as exc:
-        return None, f"arguments are not valid JSON ({exc}); expected {{\"code\": str}}"
-    except RecursionError:
-        return None, 'arguments are nested too deeply to read; expected {"code": str}'
-
-    if not isinstance(args, dict) or not isinstance(args.get("code"), str):
-        return None, 'arguments must be an object {"code": str}'
-    unknown = sorted(set(args) - {"code"})
-    if unknown:
-        return None, f"unknown argument(s) {unknown}; expected {{\"code\": str}}"
-    return args["code"], ""
-
-
-_CODE_OPEN = re.compile(r'\s*\{\s*"code"\s*:\s*"')
-_LENIENT = json.JSONDecoder(strict=False)  # a raw newline inside the string is still read
-
-
-def wire_arguments(raw: str) -> str:
-    """A tool call's arguments as they go back to the provider in later requests: the model's own text when it
-    is a JSON object, else ``{"code": ...}`` with as much of the code as could be read (``{}`` when none).
-
-    Servers parse the arguments of earlier calls: llama.cpp answers 500 to arguments that are not JSON (empty
-    ones too), vLLM's chat templates and litellm's Anthropic transformation want an object. A cut-off or
-    malformed call would fail every request after it; the session log keeps the raw text (``__raw__``)."""
-    try:
-        parsed = json.loads(raw)
-    except (ValueError, RecursionError):
-        parsed = None
-    if isinstance(parsed, dict):
-        return raw
-    code = parsed if isinstance(parsed, str) else _partial_code(raw)
-    return json.dumps({"code": code}) if code is not None else "{}"
-
-
-def _partial_code(raw: str) -> str | None:
-    """The ``code`` string of arguments cut off (or broken) after ``{"code": "``: what arrived of it."""
-    opened = _CODE_OPEN.match(raw)
-    if opened is None:
-        return None
-    rest = '"' + raw[opened.end():]
-    try:  # the string itself is whole: what broke comes after it
-        code: str = _LENIENT.raw_decode(rest)[0]
-        return code
-    except ValueError:
-        pass
-    for cut in range(len(rest), max(0, len(rest) - 6), -1):  # drop an escape sequence cut in half (\, \u12)
-        try:
-            code = _LENIENT.decode(rest[:cut] + '"')
-            return code
-        except ValueError:
-            continue
-    return None
-
-
-def _args_for_log(call: ToolCall) -> Any:
-    try:
-        args = json.loads(call.arguments or "{}")
-        json.dumps(args)  # what the session log will do with them
-        return args
-    except (ValueError, RecursionError):
-        return {"__raw__": call.arguments}
 
 
 def _stop_reason(finish: str) -> str:
