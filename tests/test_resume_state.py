@@ -143,6 +143,8 @@ def test_kill9_then_resume_continues_the_gate_retry_count(tmp_path: Path, buggy_
     rounds = customs(session(out), "prime_ci.gate")
     assert len(rounds) == 2 and not any("skipped" in r for r in rounds), rounds
     assert "Gate round 1" in requests[2].body["messages"][-2]["content"]  # the feedback came back with the rest
+    summary = (out / "summary.md").read_text()  # the rounds before the kill are in the reviewer's table too
+    assert "| 1 | full | ❌ red | `false` |" in summary and "| 2 | full | ❌ red | `false` |" in summary, summary
 
 
 def test_kill9_then_resume_keeps_the_runs_limits(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from prime_ci.artifacts.schemas import ResultModel
+from prime_ci.artifacts.schemas import ResultModel, RoundEntry
 from prime_ci.engine.config import RunConfig
 from prime_ci.errors import ConfigError
 from prime_ci.gates.runner import GateSpec
@@ -49,6 +49,9 @@ class ResumeState:
     replayed_replies: int = 0
     children: list[str] = field(default_factory=list)
     setup_done: bool = False
+    # the judge's rounds before the interruption (summary.md's table, time to green) and what failed in each
+    round_log: list[dict[str, Any]] = field(default_factory=list)
+    round_failing: list[list[dict[str, Any]]] = field(default_factory=list)
 
 
 def _provider_message(msg: dict[str, Any]) -> dict[str, Any]:
@@ -133,17 +136,44 @@ def last_assistant(entries: list[dict[str, Any]]) -> tuple[str, dict[str, Any]] 
 def _count(state: ResumeState, custom_type: Any, data: dict[str, Any]) -> None:
     if custom_type == "prime_ci.usage":
         state.usage = data
-    elif custom_type == "prime_ci.gate" and not data.get("on_demand"):
-        state.gate_rounds = max(state.gate_rounds, int(data.get("round", 0)))
-        if data.get("kind") == "fast":  # inconclusive unless tests still fail; a full run of the round follows
-            failed = bool(data.get("still_failing"))
-        else:
-            failed = data.get("skipped") or any(not r.get("passed") for r in data.get("results", []))
-        state.failed_rounds += bool(failed)
+    elif custom_type == "prime_ci.gate":
+        _gate_round(state, data)
     elif custom_type == "prime_ci.setup":
         state.setup_done = all(r.get("passed") for r in data.get("results", []))
     elif custom_type == "prime_ci.child" and data.get("event") == "spawned":
         state.children.append(str(data.get("name")))
+
+
+def _gate_round(state: ResumeState, data: dict[str, Any]) -> None:
+    """A logged gate round: into the judge's rounds when it ran (and reads as one), into the retry count unless it
+    was the model's own ``gates.run``."""
+    try:
+        entry = RoundEntry.model_validate({k: v for k, v in data.items() if k not in ("results", "failing")})
+    except ValidationError:
+        entry = None  # a round skipped as unchanged, or a record this prime-ci cannot show
+    if entry is not None:
+        state.round_log.append(entry.model_dump(mode="json", exclude_none=True))
+        state.round_failing.append(_failing(data))
+    if data.get("on_demand"):
+        return
+    state.gate_rounds = max(state.gate_rounds, int(data.get("round", 0)))
+    if data.get("kind") == "fast":  # inconclusive unless tests still fail; a full run of the round follows
+        failed = bool(data.get("still_failing"))
+    else:
+        failed = data.get("skipped") or any(not r.get("passed") for r in data.get("results", []))
+    state.failed_rounds += bool(failed)
+
+
+def _failing(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """What failed in a logged round: as the judge recorded it, or (a session written before it did) the failing
+    tests its results name; only items that read as such."""
+    items = data.get("failing")
+    if not isinstance(items, list):
+        items = [{"gate": r.get("name"), "test": f.get("test"), "message": f.get("message") or f.get("kind", "")}
+                 for r in data.get("results", []) if isinstance(r, dict) and not r.get("passed")
+                 for f in r.get("failures", []) if isinstance(f, dict)]
+    return [f for f in items if isinstance(f, dict) and isinstance(f.get("gate"), str)
+            and isinstance(f.get("test"), str | None) and isinstance(f.get("message", ""), str)]
 
 
 def _wall_spent(session: SessionFile) -> float:

@@ -286,6 +286,7 @@ class Run:
         if (last := last_assistant(state.session.entries)) is not None:
             agent.adopt(*last)
         self.judge.rounds, self.judge.failed_rounds = state.gate_rounds, state.failed_rounds
+        self.judge.round_log, self.judge.round_failing = state.round_log, state.round_failing
         if isinstance(self.prep.model, ReplayModel):
             self.prep.model.position = state.replayed_replies
         assert self.kernel is not None

@@ -91,9 +91,10 @@ class Judge:
         entry: dict[str, Any] = {"round": self.rounds, "kind": "build", "passed": False, "gates": [failed.name],
                                  "duration_s": round(time.monotonic() - started, 3), "on_demand": on_demand,
                                  "at_s": round(self.clock(), 3)}
-        self._append(entry, [build_failure(failed, self.builds.log_text(failed))])
+        failing = [build_failure(failed, self.builds.log_text(failed))]
+        self._append(entry, failing)
         # a failed round, as resume counts rounds
-        self.log.custom("prime_ci.gate", {**entry, "results": [o.model_dump() for o in outcomes]})
+        self.log.custom("prime_ci.gate", {**entry, "failing": failing, "results": [o.model_dump() for o in outcomes]})
         return self.builds.feedback(failed)
 
     async def _full(self, only: str | None) -> list[GateResult]:
@@ -157,8 +158,9 @@ class Judge:
         }
         if kind == "fast":
             entry.update(tests=tests, still_failing=still_failing or [])
-        self._append(entry, failing_tests(results))
-        self.log.custom("prime_ci.gate", {**entry, "results": [r.to_dict() for r in results]})
+        failing = failing_tests(results)
+        self._append(entry, failing)
+        self.log.custom("prime_ci.gate", {**entry, "failing": failing, "results": [r.to_dict() for r in results]})
 
     def _append(self, entry: dict[str, Any], failing: list[dict[str, Any]]) -> None:
         self.round_log.append(entry)
