@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -106,6 +107,14 @@ def server() -> Iterator[ScriptedServer]:
 @pytest.fixture
 def buggy_repo(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "repo", BUGGY)
+
+
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A loopback port bound but not listening: every connection to it is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield int(sock.getsockname()[1])
 
 
 def run_prime(

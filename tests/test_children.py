@@ -1,5 +1,5 @@
 """A killed child's host: the parent is told and nothing survives (through the CLI; the rest of the children's
-promises are in process: tests/unit/children/test_child_runs.py)."""
+promises are in process: tests/runs/children/test_child_runs.py)."""
 
 from __future__ import annotations
 

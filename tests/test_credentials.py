@@ -14,7 +14,7 @@ import pytest
 from conftest import run_cli, run_prime
 from prime_ci.model.credentials import KEYS, missing_credentials
 from prime_ci.testing import ScriptedServer, error
-from unit.engine.test_run_budgets import ROUTES, assert_stopped
+from runs.engine.test_run_budgets import ROUTES, assert_stopped
 
 
 def test_the_key_table_is_what_litellm_itself_requires() -> None:

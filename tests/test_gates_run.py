@@ -1,5 +1,5 @@
 """Issue 3 acceptance, the part about processes: gates killed at their timeout leave no survivor, and the
-``gates`` command's exit code (the rest is in process: tests/unit/gates/test_gate_runs.py)."""
+``gates`` command's exit code (the rest is in process: tests/runs/gates/test_gate_runs.py)."""
 
 from __future__ import annotations
 

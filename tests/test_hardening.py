@@ -1,6 +1,6 @@
 """Issue 17: hostile repository settings, bad inputs and edges that must end with their documented exit code,
 one clear line and nothing left behind (through the CLI: exit codes, a private TMPDIR, a full disk; the rest is in
-process: tests/unit/isolation/test_hardening_runs.py)."""
+process: tests/runs/isolation/test_hardening_runs.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Issue 13, through the CLI: --include-dirty with a ref is a usage error, and the gates command runs in the
-run's sandbox (the rest is in process: tests/unit/engine/test_setup_runs.py)."""
+run's sandbox (the rest is in process: tests/runs/engine/test_setup_runs.py)."""
 
 from __future__ import annotations
 

@@ -6,8 +6,6 @@ import json
 import os
 import secrets
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -68,27 +66,6 @@ def test_a_missing_directory_is_a_persistence_error_naming_the_file(tmp_path: Pa
     target = tmp_path / "gone" / "history.jsonl"
     with pytest.raises(PersistenceError, match=f"cannot append to {target}"):
         durable.append(target, "{}\n")
-
-
-_WRITER = """
-import sys
-from pathlib import Path
-from prime_ci.isolation import durable
-path, tag = Path(sys.argv[1]), sys.argv[2]
-for i in range(int(sys.argv[3])):
-    durable.append(path, (tag * 200_000) + f" {i}\\n")
-"""
-
-
-def test_concurrent_appenders_never_interleave_inside_a_record(tmp_path: Path) -> None:
-    log = tmp_path / "shared.jsonl"
-    writers = [subprocess.Popen([sys.executable, "-c", _WRITER, str(log), tag, "15"]) for tag in "abcd"]
-    assert [w.wait(timeout=120) for w in writers] == [0, 0, 0, 0]
-    lines = log.read_text().splitlines()
-    assert len(lines) == 60
-    for line in lines:
-        body, _, _n = line.rpartition(" ")
-        assert len(body) == 200_000 and body == body[0] * len(body)
 
 
 def test_harness_history_and_rejections_go_through_the_appender(tmp_path: Path) -> None:

@@ -3,23 +3,12 @@ test or its output can start a workflow command; annotations relative to the rep
 
 from __future__ import annotations
 
-import asyncio
-import os
 from pathlib import Path
 
-from conftest import PYTEST_GATE, make_repo
 from prime_ci.engine.actions_log import ActionsLog, verdict
 from prime_ci.engine.setup import SetupOutcome
-from prime_ci.gates.judge import Judge
 from prime_ci.gates.junit import JUnitFailure, escape_data, escape_property, github_annotations
 from prime_ci.gates.runner import GateResult
-from prime_ci.gates.specs import gates_from_commands
-from prime_ci.isolation.limits import Limits
-from prime_ci.isolation.worktree import create_worktree
-from prime_ci.session.log import SessionLog
-
-FILES = {"calc.py": "def add(a, b):\n    return a - b\n",
-         "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"}
 
 
 def commands(lines: list[str]) -> list[str]:
@@ -30,24 +19,6 @@ def commands(lines: list[str]) -> list[str]:
 def test_escaping_follows_githubs_rules() -> None:
     assert escape_data("50%\r\nnext:a,b") == "50%25%0D%0Anext:a,b"
     assert escape_property("50%\r\nnext:a,b") == "50%25%0D%0Anext%3Aa%2Cb"
-
-
-def test_a_judged_round_is_one_group_with_its_failing_test(tmp_path: Path) -> None:
-    """A real pytest gate on a real worktree: the round's group names the failing test, its file and line."""
-    wt = create_worktree(str(make_repo(tmp_path / "repo", FILES)), None, parent=tmp_path)
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
-    log = SessionLog.create(tmp_path / "out" / "session.jsonl", cwd=str(tmp_path))
-    judge = Judge(gates_from_commands([PYTEST_GATE + " -p no:cacheprovider"]), wt, env, tmp_path / "gates", log,
-                  3, limits=Limits())
-    emitted: list[str] = []
-    judge.on_round = ActionsLog(emitted.append, wt.path).round
-    asyncio.run(judge())
-    assert judge.round_failing == [[{"gate": "pytest", "test": "tests/test_calc.py::test_add",
-                                     "message": "assert -1 == 5", "file": "tests/test_calc.py", "line": 5}]]
-    assert emitted[0].startswith("::group::gate round 1 (full): red: 1 failing test(s) in ")
-    assert emitted[1:] == ["│ gates: pytest",
-                           "│ FAILED pytest: tests/test_calc.py::test_add (tests/test_calc.py:5): assert -1 == 5",
-                           "::endgroup::"]
 
 
 def test_lines_inside_a_group_cannot_start_a_workflow_command() -> None:

@@ -1,4 +1,5 @@
-"""Issue 23 item 8: a reply cut off inside a tool call never goes back to the provider in a form it rejects."""
+"""Issue 23 item 8: a reply cut off inside a tool call never goes back to the provider in a form it rejects
+(the strict server's whole run is in tests/runs/engine/test_cut_off_calls_run.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_repo, run_inproc
 from prime_ci.engine.resume import rebuild
 from prime_ci.loop.agent import Agent, wire_arguments
 from prime_ci.loop.budget import Budget, Limits
@@ -17,10 +17,9 @@ from prime_ci.model.providers import OpenAICompatModel, RetryPolicy
 from prime_ci.model.usage import Usage
 from prime_ci.session.log import SessionLog, read_session
 from prime_ci.stops import Stop, StopReason
-from prime_ci.testing import ScriptedServer, error, ipython, reply, tool_call
+from prime_ci.testing import ScriptedServer, error, ipython, reply
 from prime_ci.testing.fakes import FakeExecutor, ScriptedModel, text_reply
-
-CUT = '{"code": "open(\'big.py\', \'w\').write(\'\'\'\\nline 1\\nli'
+from unit.engine.cut_off_call import CUT
 
 
 @pytest.mark.parametrize(("raw", "sent"), [
@@ -66,24 +65,6 @@ def test_a_cut_off_call_is_sent_back_readable_told_as_cut_off_and_logged_raw(tmp
                   for p in e["message"]["content"] if p.get("type") == "toolCall")
     assert logged["arguments"] == {"__raw__": CUT}  # the session keeps what the model wrote
     assert rebuild(session).messages == agent.conversation.messages[1:]  # a resume sends the same
-
-
-def test_a_strict_server_run_cut_off_inside_a_tool_call_goes_on_to_the_next_turn(tmp_path: Path) -> None:
-    """Acceptance 4, through the CLI against the strict scripted server (llama.cpp's 500 on unreadable arguments)."""
-    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n", ".gitignore": ".prime-ci/\n"})
-    cut = reply(None, [tool_call("ipython", CUT)], finish_reason="length")
-    empty = reply(None, [tool_call("ipython", "")], finish_reason="length")
-    steps = [cut, empty, ipython("open('small.py', 'w').write('x = 1\\n')"), reply("done")]
-    with ScriptedServer(steps, strict=True) as srv:
-        run = run_inproc(tmp_path, repo, srv, "--gate", "python small.py")
-        rejected, requests = srv.rejected, srv.chat_requests
-    assert run.code == 0, run.proc.stderr
-    assert not rejected, [r.rejected for r in rejected]
-    assert len(requests) == 4 and run.result["usage"]["turns"] == 4
-    last = requests[-1].body["messages"]
-    sent = [c["function"]["arguments"] for m in last if m["role"] == "assistant" for c in m.get("tool_calls", [])]
-    assert [json.loads(a) for a in sent[:2]] == [{"code": "open('big.py', 'w').write('''\nline 1\nli"}, {}]
-    assert "small.py" in run.result["changed_files"]
 
 
 LLAMA_UNREADABLE = "The model produced output that does not match the expected peg-native format"

@@ -1,7 +1,8 @@
 """Issue 26: ``prime-ci run REPO --from-session FILE`` goes on with a session Prime Agent wrote.
 
 The sessions are fixtures/prime_agent's, written by Prime Agent's own SessionManager; the new session is read
-back with Prime Agent's own loader (``prime_agent_code``) where node and a copy of prime-agent are at hand.
+back with Prime Agent's own loader (``prime_agent_code``) where node and a copy of prime-agent are at hand
+(the whole run is in tests/runs/engine/test_prime_agent_session_run.py).
 """
 
 from __future__ import annotations
@@ -11,19 +12,11 @@ from pathlib import Path
 
 import pytest
 
-import prime_agent_code
-from conftest import PYTEST_GATE, cli_inproc
+from conftest import cli_inproc
 from prime_ci.engine.from_session import load_origin
 from prime_ci.engine.resume import context_message
 from prime_ci.errors import ConfigError
-from prime_ci.testing import ScriptedServer, ipython, reply
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "prime_agent"
-FIX = "from pathlib import Path\np = Path('calc.py')\np.write_text(p.read_text().replace('a - b', 'a + b'))"
-
-
-def _texts(messages: list[dict[str, object]]) -> list[str]:
-    return [str(m.get("content") or "") for m in messages]
+from unit.engine.prime_agent_fixtures import FIXTURES
 
 
 def test_the_active_branch_after_the_last_compaction_is_taken() -> None:
@@ -57,35 +50,3 @@ def test_an_unreadable_session_is_exit_2_with_one_line(tmp_path: Path, buggy_rep
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "--from-session" in proc.stderr
     assert not (tmp_path / "out").exists()
-
-
-def test_a_prime_agent_session_goes_on_under_the_gate_and_reads_back_in_prime_agent(
-    tmp_path: Path, buggy_repo: Path, server: ScriptedServer
-) -> None:
-    source = FIXTURES / "compaction.jsonl"
-    server.add(ipython(FIX), reply("add() adds now"))
-    out = tmp_path / "out"
-    proc = cli_inproc(["run", str(buggy_repo), "--from-session", str(source), "--gate", PYTEST_GATE,
-                    "--model", "openai/scripted", "--api-base", server.url, "--out", str(out), "--sandbox", "off"],
-                   cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test"})
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads((out / "result.json").read_text())
-    assert result["gates"][0]["passed"] and result["changed_files"] == ["calc.py"]
-
-    # the model went on from the conversation Prime Agent had built, and was told what is new
-    first = server.chat_requests[0].body["messages"]
-    texts = _texts(first[1:])
-    assert "FIXTURE-COMPACTION the user asked to run the tests" in texts[0]
-    assert texts[1:4] == ["FIXTURE-MAIN-3 fix it", "FIXTURE-MAIN-4 fixed add().",
-                          "FIXTURE-CUSTOM-MESSAGE injected context"]
-    assert "Python kernel is new" in texts[4] and len(texts) == 5
-
-    # the new session names the one it came from, and Prime Agent's loader sees the earlier conversation in it
-    header = json.loads((out / "session.jsonl").read_text().splitlines()[0])
-    assert header["parentSession"] == str(source.resolve())
-    if prime_agent_code.unavailable() is None:
-        read = prime_agent_code.read("context", out / "session.jsonl")
-        assert read["header"]["parentSession"] == str(source.resolve())
-        seen = [m["text"] for m in read["messages"]]
-        assert seen[0].startswith("FIXTURE-COMPACTION") and seen[1:4] == texts[1:4]
-        assert "Python kernel is new" in seen[4] and "add() adds now" in seen[-1]

@@ -11,13 +11,12 @@ from typing import Any
 
 import pytest
 
-from conftest import BUGGY, make_repo, run_inproc
+from conftest import BUGGY, make_repo
 from prime_ci.engine import repo_values
 from prime_ci.engine.config import RunConfig, build_config, file_settings
 from prime_ci.engine.prepare import Prepared, load_gates, load_setup, prepare, reach_paths
 from prime_ci.errors import ConfigError
 from prime_ci.isolation.worktree import Worktree, create_worktree
-from prime_ci.testing import ScriptedServer, reply
 
 OPERATOR = {"task": "the operator's task", "model": "openai/x"}
 
@@ -170,16 +169,3 @@ def test_the_same_mistakes_from_the_operator_exit_2(tmp_path: Path, flags: dict[
     repo = make_repo(tmp_path / "repo", BUGGY)
     with pytest.raises(ConfigError):
         _prepare(repo, **flags)
-
-
-def test_a_repository_task_file_next_to_the_operators_task_does_not_stop_the_run(tmp_path: Path) -> None:
-    """The issue's reproduction, end to end: exit 0, one warning line, the operator's task reaches the model."""
-    repo = make_repo(tmp_path / "repo", {**BUGGY, "README.md": "do something else\n",
-                                         "prime-ci.toml": 'task-file = "README.md"\n'})
-    with ScriptedServer([reply("done")]) as srv:
-        run = run_inproc(tmp_path, repo, srv, task="the operator's task")
-        first = srv.chat_requests[0].body
-    assert run.code == 0, run.proc.stderr
-    warnings = [line for line in run.proc.stderr.splitlines() if "warning" in line]
-    assert len(warnings) == 1 and "task-file" in warnings[0] and "ignored" in warnings[0], run.proc.stderr
-    assert "the operator's task" in str(first) and "do something else" not in str(first)

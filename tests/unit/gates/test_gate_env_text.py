@@ -1,10 +1,10 @@
 """Gates see the project's CI environment (no colour variables of prime-ci's), their logs and feedback carry
-no terminal sequences, and a timeout is said as one (issue 23)."""
+no terminal sequences, and a timeout is said as one (issue 23; the gate that times out is in
+tests/runs/gates/test_gate_timeout_text.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import pytest
@@ -46,16 +46,6 @@ def test_a_gate_printing_colour_yields_clean_logs_and_feedback(tmp_path: Path, m
         assert "FAIL test_x" in text and "100%" in text and " 10%" not in text and "title" not in text
         assert not [line for line in text.splitlines() if line.split("=")[0] in COLOUR_VARS]
     assert f"PATH={env['PATH']}" in log.decode()
-
-
-def test_a_timed_out_gate_says_so_in_its_log_and_feedback(tmp_path: Path) -> None:
-    spec = GateSpec(name="slow", command="echo started; exec sleep 300", timeout=1)
-    result = asyncio.run(run_gate(spec, cwd=tmp_path, env={"PATH": os.environ["PATH"]}, log_dir=tmp_path / "logs",
-                                  limits=Limits(), kill_grace=0.5))
-    assert result.timed_out and result.exit_code is None
-    assert "[prime-ci] stopped: timed out after 1s (the gate's timeout)" in result.log_path.read_text()
-    assert "## gate slow: timed out after 1s" in feedback_message([result])
-    assert "exit None" not in feedback_message([result])
 
 
 def test_the_kernels_gate_result_says_timed_out() -> None:

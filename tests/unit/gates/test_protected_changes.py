@@ -9,18 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUGGY, make_repo, run_inproc
+from conftest import BUGGY, make_repo
 from prime_ci.gates import protect
 from prime_ci.isolation.worktree import Worktree, create_worktree
-from prime_ci.testing import ScriptedServer, ipython, reply
-
-FILES = {
-    "pyproject.toml": '[project]\nname = "calc"\nversion = "1.0"\n\n[tool.pytest.ini_options]\naddopts = "-q"\n',
-    "setup.cfg": "[metadata]\nname = calc\n\n[tool:pytest]\naddopts = -q\n",
-    "tox.ini": "[tox]\nenvlist = py311\n\n[pytest]\naddopts = -q\n",
-    ".github/workflows/ci.yml": "on: push\n",
-    ".github/workflows/nested/reusable.yml": "on: workflow_call\n",
-}
+from unit.gates.protected_files import FILES
 
 
 @pytest.fixture
@@ -64,13 +56,3 @@ def test_other_sections_of_those_files_are_not(worktree: Worktree, path: str, ol
 def test_any_workflow_edit_is_protected_unless_allowed(worktree: Worktree, path: str) -> None:
     assert protect.check(worktree, [path], [], [], []).protected == [path]
     assert protect.check(worktree, [path], [], [".github/workflows/**"], []).protected == []
-
-
-def test_a_workflow_edit_stops_the_run(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "repo", {**BUGGY, **FILES})
-    edit = "open('.github/workflows/ci.yml', 'a').write('# harmless?\\n')\nprint('edited')"
-    with ScriptedServer([ipython(edit), reply("done")]) as server:
-        run = run_inproc(tmp_path, repo, server)
-    assert run.code == 7, run.proc.stderr
-    assert run.result["stop_reason"] == "security_stop"
-    assert "protected path changed: .github/workflows/ci.yml" in run.result["flags"]

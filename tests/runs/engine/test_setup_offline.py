@@ -17,8 +17,7 @@ import pytest
 from conftest import BUGGY, make_repo, run_inproc, wait_until
 from prime_ci.engine.environment import hand_over, project_vars, run_setup
 from prime_ci.engine.prepare import Prepared, prepare
-from prime_ci.engine.setup import OFFLINE_HINT, from_tables
-from prime_ci.errors import ConfigError
+from prime_ci.engine.setup import OFFLINE_HINT
 from prime_ci.isolation.sandbox import bwrap_binary, scrubbed_env
 from prime_ci.testing import ScriptedServer, reply
 
@@ -177,11 +176,6 @@ def test_a_repository_install_that_needs_the_network_says_how_to_grant_it(tmp_pa
     assert hint == OFFLINE_HINT, hint
     assert "prime-ci.toml" in OFFLINE_HINT and "without network" in OFFLINE_HINT and "--setup" in OFFLINE_HINT
     assert any(line.endswith(f"hint: {OFFLINE_HINT}") for line in said), said
-
-
-def test_a_table_cannot_say_where_it_came_from() -> None:
-    with pytest.raises(ConfigError, match=r"setup\[0\]\.repository: unknown field"):
-        from_tables([{"name": "deps", "command": "true", "repository": False}], "prime-ci.toml")
 
 
 @pytest.mark.skipif(not _bwrap_runs(), reason="bubblewrap cannot make a user namespace here")

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Outcome, cli_inproc, run_inproc
+from conftest import Outcome, run_inproc
 from prime_ci.testing import ScriptedServer, contains, hang, ipython, reply, tool_call
 
 SONNET = "anthropic/claude-sonnet-4-5"
@@ -136,16 +136,6 @@ def test_direct_route_records_cached_tokens_at_the_cached_rate(tmp_path: Path, b
     assert set(first["cost"]) == {"input", "output", "cacheRead", "cacheWrite", "total"}
 
 
-def test_session_usage_has_prime_agents_shape_in_the_schema(tmp_path: Path) -> None:
-    proc = cli_inproc(["schema", "session"], cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    usage = json.loads(proc.stdout)["usage"]
-    assert set(usage["required"]) == {"input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost"}
-    result = json.loads(cli_inproc(["schema", "result"], cwd=tmp_path).stdout)
-    assert {"cache_read_tokens", "cache_write_tokens", "reasoning_tokens"} <= set(
-        result["$defs"]["UsageModel"]["properties"])
-
-
 def test_reasoning_effort_reaches_the_provider_and_thinking_is_logged(tmp_path: Path, buggy_repo: Path) -> None:
     steps = [ipython("print(2)", reasoning="The test adds; check calc first."), reply("done")]
     with ScriptedServer(steps) as srv:
@@ -254,22 +244,6 @@ def test_max_cost_without_a_known_price_is_refused(tmp_path: Path, buggy_repo: P
     assert usage["cost_usd"] == pytest.approx((usage["prompt_tokens"] * 0.5 + usage["completion_tokens"]) / 1e6)
 
 
-def test_usage_is_read_alike_from_a_json_body_and_from_litellms_object() -> None:
-    from prime_ci.model import providers, routes
-    from prime_ci.model.usage import Usage, usage_from
-
-    openai = {"prompt_tokens": 900, "completion_tokens": 40, "prompt_tokens_details": {"cached_tokens": 512},
-              "completion_tokens_details": {"reasoning_tokens": 25}, "cache_creation_input_tokens": 128}
-    anthropic = {**openai, "prompt_tokens_details": None, "cache_read_input_tokens": 512}
-    expected = Usage(900, 40, cache_read_tokens=512, cache_write_tokens=128, reasoning_tokens=25)
-    litellm = routes.litellm_module()
-    for body in (openai, anthropic):
-        assert usage_from(body) == expected
-        assert usage_from(litellm.Usage(**{k: v for k, v in body.items() if v is not None})) == expected
-    assert usage_from(None) == usage_from({}) == usage_from([]) == Usage()
-    assert routes._pricer("openai/my-local-model", None) is providers.unpriced  # one pricer for an unknown price
-
-
 def test_a_call_abandoned_at_the_wall_limit_is_charged_its_estimate(tmp_path: Path, buggy_repo: Path) -> None:
     with ScriptedServer([ipython("print(1)"), hang(120)]) as srv:
         run = run_inproc(tmp_path, buggy_repo, srv, "--max-wall", "12s")
@@ -324,3 +298,19 @@ def test_an_allowance_past_an_undiscovered_window_is_asked_again_smaller(tmp_pat
     accepted = [r for r in requests if r.rejected is None]
     assert len(accepted) == 2 and all(r.body["max_tokens"] < 8192 for r in accepted)
     assert not any(e.get("type") == "compaction" for e in run.session())
+
+
+def test_usage_is_read_alike_from_a_json_body_and_from_litellms_object() -> None:
+    from prime_ci.model import providers, routes
+    from prime_ci.model.usage import Usage, usage_from
+
+    openai = {"prompt_tokens": 900, "completion_tokens": 40, "prompt_tokens_details": {"cached_tokens": 512},
+              "completion_tokens_details": {"reasoning_tokens": 25}, "cache_creation_input_tokens": 128}
+    anthropic = {**openai, "prompt_tokens_details": None, "cache_read_input_tokens": 512}
+    expected = Usage(900, 40, cache_read_tokens=512, cache_write_tokens=128, reasoning_tokens=25)
+    litellm = routes.litellm_module()
+    for body in (openai, anthropic):
+        assert usage_from(body) == expected
+        assert usage_from(litellm.Usage(**{k: v for k, v in body.items() if v is not None})) == expected
+    assert usage_from(None) == usage_from({}) == usage_from([]) == Usage()
+    assert routes._pricer("openai/my-local-model", None) is providers.unpriced  # one pricer for an unknown price
