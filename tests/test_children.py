@@ -9,29 +9,7 @@ from pathlib import Path
 
 from conftest import HANG, run_prime, wait_until
 from prime_ci.testing import ScriptedServer, contains, ipython, reply
-
-# In a sandbox every kernel is pid 2 of its own PID namespace: identify a kernel by (namespace, pid).
-PIDS = "import os\nprint('PIDS', os.getpid(), os.getppid(), os.readlink('/proc/self/ns/pid'))"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def _is_child(body: dict[str, object]) -> bool:
-    messages = body["messages"]
-    assert isinstance(messages, list)
-    return str(messages[1].get("content", "")).startswith("[task from parent]")
-
-
-def _last_tool_output(body: dict[str, object]) -> str:
-    messages = body["messages"]
-    assert isinstance(messages, list)
-    return "\n".join(str(m.get("content")) for m in messages if m.get("role") in ("tool", "user"))
+from runs.children.child_probes import PIDS, alive, cmd_has, is_child
 
 
 def test_killed_child_gives_failure_notice_and_no_survivors(
@@ -62,7 +40,7 @@ def test_killed_child_gives_failure_notice_and_no_survivors(
         # kill the child's host once the child got its (sleeping) cell from the provider: waited for as a
         # condition, not a fixed delay
         try:
-            wait_until(lambda: any(_is_child(r.body) for r in server.chat_requests), timeout=120,
+            wait_until(lambda: any(is_child(r.body) for r in server.chat_requests), timeout=120,
                        what="the child's first model request")
             wait_until(child_host, timeout=60, what="the child host process")
         except AssertionError:
@@ -81,13 +59,8 @@ def test_killed_child_gives_failure_notice_and_no_survivors(
     assert run.result["children"][0]["status"] == "error"
     assert any("RLM child victim" in json.dumps(r.body) and "failed" in json.dumps(r.body)
                for r in server.chat_requests)
-    assert pids and not _alive(pids[0])
-    leftovers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmd_has(p, str(tmp_path))]
+    assert pids and not alive(pids[0])
+    leftovers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and cmd_has(p, str(tmp_path))]
     assert leftovers == []
 
 
-def _cmd_has(proc: Path, needle: str) -> bool:
-    try:
-        return needle.encode() in (proc / "cmdline").read_bytes() and _alive(int(proc.name))
-    except OSError:
-        return False

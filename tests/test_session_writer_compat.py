@@ -23,6 +23,7 @@ from conftest import HANG, PRIME_CI, run_cli, run_prime, wait_until
 from prime_ci.engine.resume import rebuild
 from prime_ci.session.log import read_session
 from prime_ci.testing import ScriptedServer, Step, contains, ipython, reply
+from runs.children.child_probes import script_two_generations
 
 SUMMARIZER = "compacting the working context"
 COST_KEYS = {"input", "output", "cacheRead", "cacheWrite", "total"}
@@ -219,13 +220,7 @@ def test_compacted_then_killed_and_resumed_session_is_the_conversation_prime_age
 def test_children_attribute_usage_to_the_spawning_assistant_entry_and_export_to_prime_agent_layout(
     tmp_path: Path, buggy_repo: Path, server: ScriptedServer
 ) -> None:
-    server.route(contains("grand task"), [ipython("g = 1"), reply("grandchild finished")])
-    server.route(contains("child task"), [
-        ipython("await rlm('grand task', name='gk')\nprint(await agent_message.send('kid done', "
-                "receiver_role='parent'))"),
-        reply("kid finished"), reply("kid saw the notice"), reply("kid again"),
-    ])
-    server.add(ipython("await rlm('child task', name='kid')"), reply("waiting"), *[reply("done")] * 5)
+    script_two_generations(server)
     run = run_prime(tmp_path, buggy_repo, server, "--max-depth", "2")
     assert run.code == 0, run.proc.stderr
     root = session(run.out / "session.jsonl")

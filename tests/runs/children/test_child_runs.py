@@ -9,37 +9,7 @@ from pathlib import Path
 
 from conftest import run_inproc
 from prime_ci.testing import ScriptedServer, contains, ipython, reply
-
-# In a sandbox every kernel is pid 2 of its own PID namespace: identify a kernel by (namespace, pid).
-PIDS = "import os\nprint('PIDS', os.getpid(), os.getppid(), os.readlink('/proc/self/ns/pid'))"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def _is_child(body: dict[str, object]) -> bool:
-    messages = body["messages"]
-    assert isinstance(messages, list)
-    return str(messages[1].get("content", "")).startswith("[task from parent]")
-
-
-def _last_tool_output(body: dict[str, object]) -> str:
-    messages = body["messages"]
-    assert isinstance(messages, list)
-    return "\n".join(str(m.get("content")) for m in messages if m.get("role") in ("tool", "user"))
-
-
-def _cmd_has(proc: Path, needle: str) -> bool:
-    try:
-        return needle.encode() in (proc / "cmdline").read_bytes() and _alive(int(proc.name))
-    except OSError:
-        return False
-
+from runs.children.child_probes import PIDS, cmd_has, is_child, last_tool_output
 
 BARRIER = (
     "import os, pathlib, time\nhome = pathlib.Path(os.environ['HOME'])\n(home / '{name}.wrote').touch()\n"
@@ -64,14 +34,14 @@ def test_child_replies_and_parent_completes(tmp_path: Path, buggy_repo: Path, se
     run = run_inproc(tmp_path, buggy_repo, server)
     assert run.code == 0, run.proc.stderr
     bodies = [r.body for r in server.chat_requests]
-    texts = [_last_tool_output(b) for b in bodies]
+    texts = [last_tool_output(b) for b in bodies]
     root_kernel = re.search(r"PIDS (\d+) \d+ (\S+)", texts[1]).groups()  # type: ignore[union-attr]
     child_text = next(t for t in texts if "KEY" in t and "task for worker" in t)
     child_kernel = re.search(r"PIDS (\d+) \d+ (\S+)", child_text).groups()  # type: ignore[union-attr]
     assert child_kernel != root_kernel
     assert "KEY None" in child_text and "HOSTKEY False" in child_text
-    root_bodies = [b for b in bodies if not _is_child(b)]
-    assert any("[from child:worker]\nthe answer is 42" in _last_tool_output(b) for b in root_bodies)
+    root_bodies = [b for b in bodies if not is_child(b)]
+    assert any("[from child:worker]\nthe answer is 42" in last_tool_output(b) for b in root_bodies)
     result = run.result
     assert [c["name"] for c in result["children"]] == ["worker"]
     assert result["children"][0]["status"] == "completed"
@@ -81,7 +51,7 @@ def test_child_replies_and_parent_completes(tmp_path: Path, buggy_repo: Path, se
     assert child_session == run.out / "children" / "worker" / "session.jsonl"
     stop = json.loads(child_session.read_text().splitlines()[-1])
     assert stop["customType"] == "prime_ci.stop" and stop["data"]["litellm_loaded"] is False
-    assert not any(_cmd_has(p, str(run.out)) for p in Path("/proc").iterdir() if p.name.isdigit())
+    assert not any(cmd_has(p, str(run.out)) for p in Path("/proc").iterdir() if p.name.isdigit())
 
 
 def test_usage_totals_include_children(tmp_path: Path, buggy_repo: Path, server: ScriptedServer) -> None:
@@ -119,7 +89,7 @@ def test_max_tokens_stops_children_too(tmp_path: Path, buggy_repo: Path, server:
     assert run.result["usage"]["total_tokens"] <= 12000
     child_stop = json.loads((run.out / "children" / "spinner" / "session.jsonl").read_text().splitlines()[-1])
     assert child_stop["data"]["stop_reason"] == "max_tokens"
-    child_calls = sum(1 for r in server.chat_requests if _is_child(r.body))
+    child_calls = sum(1 for r in server.chat_requests if is_child(r.body))
     assert 3 <= child_calls < 200
 
 
@@ -138,10 +108,10 @@ def test_limits_are_clear_errors_in_the_cell(tmp_path: Path, buggy_repo: Path, s
     server.add(ipython(cell), reply("wait"), reply("done"))
     run = run_inproc(tmp_path, buggy_repo, server, "--max-children", "1")
     assert run.code == 0, run.proc.stderr
-    root_view = _last_tool_output(server.chat_requests[1].body)
+    root_view = last_tool_output(server.chat_requests[1].body)
     assert "FANOUT HostError rlm fan-out limit" in root_view
     assert "DUP HostError" in root_view and "KWARG TypeError" in root_view and "colour" in root_view
-    child_view = "\n".join(_last_tool_output(r.body) for r in server.chat_requests if _is_child(r.body))
+    child_view = "\n".join(last_tool_output(r.body) for r in server.chat_requests if is_child(r.body))
     assert "DEPTH rlm depth limit" in child_view
 
 
@@ -168,7 +138,7 @@ def test_isolated_worktrees_do_not_clobber(tmp_path: Path, buggy_repo: Path, ser
     run = run_inproc(tmp_path, buggy_repo, server, "--keep-worktree")
     assert run.code == 0, run.proc.stderr
     # the root's request after its last cell (a child's last request may arrive after it)
-    final = next(out for r in reversed(server.chat_requests) if "MINE" in (out := _last_tool_output(r.body)))
+    final = next(out for r in reversed(server.chat_requests) if "MINE" in (out := last_tool_output(r.body)))
     assert "rlm/left # written by left" in final and "rlm/right # written by right" in final
     assert "MINE def add(a, b):" in final
     assert sorted(c["branch"] for c in run.result["children"]) == ["rlm/left", "rlm/right"]
@@ -181,7 +151,7 @@ def test_a_childs_spec_is_redacted_when_written(tmp_path: Path, buggy_repo: Path
     server.add(ipython("h = await rlm('check the spec sk-test-canary', name='speccheck')\nprint(h['name'])"),
                reply("done"))
     run = run_inproc(tmp_path, buggy_repo, server)
-    child_bodies = [json.dumps(r.body) for r in server.chat_requests if _is_child(r.body)]
+    child_bodies = [json.dumps(r.body) for r in server.chat_requests if is_child(r.body)]
     assert child_bodies and all("check the spec [REDACTED]" in b for b in child_bodies)
     assert not any("sk-test-canary" in b for b in child_bodies)
     spec = json.loads((run.out / "children" / "speccheck" / "spec.json").read_text())

@@ -17,6 +17,7 @@ import pytest
 import prime_agent_code
 from conftest import cli_inproc, run_inproc
 from prime_ci.testing import ScriptedServer, contains, ipython, reply, tool_call
+from runs.children.child_probes import script_two_generations
 
 pytestmark = pytest.mark.skipif(prime_agent_code.unavailable() is not None,
                                 reason=str(prime_agent_code.unavailable()))
@@ -64,13 +65,7 @@ def check_totals(tree: dict[str, Any], result: dict[str, Any]) -> None:
 def test_exported_children_are_listed_labelled_and_their_spend_reaches_the_root(
     tmp_path: Path, buggy_repo: Path, server: ScriptedServer
 ) -> None:
-    server.route(contains("grand task"), [ipython("g = 1"), reply("grandchild finished")])
-    server.route(contains("child task"), [
-        ipython("await rlm('grand task', name='gk')\nprint(await agent_message.send('kid done', "
-                "receiver_role='parent'))"),
-        reply("kid finished"), reply("kid saw the notice"), reply("kid again"),
-    ])
-    server.add(ipython("await rlm('child task', name='kid')"), reply("waiting"), *[reply("done")] * 5)
+    script_two_generations(server)
     run = run_inproc(tmp_path, buggy_repo, server, "--max-depth", "2", *PRICE)
     assert run.code == 0, run.proc.stderr
     dest = export(tmp_path, run.out)
