@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from prime_ci.isolation.worktree import Worktree
 from prime_ci.testing import RecordedRequest, ScriptedServer
 
 PRIME_CI = shutil.which("prime-ci", path=os.path.dirname(sys.executable)) or "prime-ci"
@@ -58,6 +59,14 @@ def make_repo(root: Path, files: dict[str, str], *, message: str = "init") -> Pa
     subprocess.run([*git, "add", "-A"], cwd=root, check=True)
     subprocess.run([*git, "commit", "-qm", message], cwd=root, check=True)
     return root
+
+
+def repo_worktree(tmp_path: Path, files: dict[str, str]) -> Worktree:
+    """A committed repository under ``tmp_path/repo`` used as a run's worktree as it is (no clone): for a judge or
+    gate runner driven in process."""
+    repo = make_repo(tmp_path / "repo", files)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True)
+    return Worktree(repo, repo / ".git", head.stdout.strip(), tmp_path, str(repo))
 
 
 def repo_state(root: Path) -> tuple[str, str, str]:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import sys
 from pathlib import Path
 
+from conftest import repo_worktree
 from prime_ci.gates.judge import Judge
 from prime_ci.gates.specs import gates_from_commands
 from prime_ci.isolation.limits import Limits
-from prime_ci.isolation.worktree import Worktree
 from prime_ci.session.log import SessionLog
 from prime_ci.stops import Stop, StopReason
 
@@ -24,21 +23,8 @@ TESTS = (
 )
 
 
-def _worktree(tmp_path: Path) -> Worktree:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "calc.py").write_text(CODE)
-    (repo / "test_calc.py").write_text(TESTS)
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
-    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
-    subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
-    subprocess.run([*git, "commit", "-qm", "init"], cwd=repo, check=True)
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True)
-    return Worktree(repo, repo / ".git", head.stdout.strip(), tmp_path, str(repo))
-
-
 def test_unittest_gate_fast_round_names_its_tests_and_what_it_dropped(tmp_path: Path) -> None:
-    wt = _worktree(tmp_path)
+    wt = repo_worktree(tmp_path, {"calc.py": CODE, "test_calc.py": TESTS})
     log = SessionLog.create(tmp_path / "session.jsonl", cwd=str(wt.path))
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
     judge = Judge(gates_from_commands(["python -m unittest -f"]), wt, env, tmp_path / "gates", log, 5,

@@ -10,18 +10,17 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conftest import repo_worktree
 from prime_ci.engine.resume import rebuild
 from prime_ci.gates.judge import Judge
 from prime_ci.gates.specs import gates_from_commands
 from prime_ci.isolation.limits import Limits as BoxLimits
-from prime_ci.isolation.worktree import Worktree
 from prime_ci.loop.agent import MAX_MALFORMED, Agent, Conversation, Stop, StopReason
 from prime_ci.loop.budget import Budget, Limits
 from prime_ci.loop.compact import Compactor
@@ -49,20 +48,8 @@ def run(agent: Agent) -> Stop:
     return asyncio.run(agent.run())
 
 
-def git_worktree(tmp_path: Path) -> Worktree:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "a.txt").write_text("a\n")
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
-    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
-    subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
-    subprocess.run([*git, "commit", "-qm", "init"], cwd=repo, check=True)
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True)
-    return Worktree(repo, repo / ".git", head.stdout.strip(), tmp_path, str(repo))
-
-
 def make_judge(tmp_path: Path, log: SessionLog, command: str, retries: int) -> Judge:
-    wt = git_worktree(tmp_path)
+    wt = repo_worktree(tmp_path, {"a.txt": "a\n"})
     env = {"PATH": os.environ.get("PATH", os.defpath)}
     return Judge(gates_from_commands([command]), wt, env, tmp_path / "gates", log, retries, limits=BoxLimits())
 
