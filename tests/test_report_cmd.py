@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conftest import PRIME_CI, run_cli
+from conftest import PRIME_CI, PYTEST_GATE, run_cli
 from prime_ci.artifacts.multireport import aggregate
 from prime_ci.demo import demo_flags
 from prime_ci.errors import ConfigError
@@ -21,8 +21,8 @@ from prime_ci.errors import ConfigError
 def demo_args(flags: dict[str, Any], out: Path, *extra: str) -> list[str]:
     args = ["run", flags["repo"], "--task", flags["task"], "--model", flags["model"], "--out", str(out),
             "--max-wall", flags["max_wall"], "--sandbox", "off"]  # fmt: skip
-    for gate in flags["gate"]:
-        args += ["--gate", gate]
+    for gate in flags["gate"]:  # the demo's pytest gate, without the dev environment's plugins (PYTEST_GATE)
+        args += ["--gate", gate.replace("python -m pytest -q", PYTEST_GATE, 1)]
     return [*args, *extra]
 
 

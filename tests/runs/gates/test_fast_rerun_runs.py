@@ -7,11 +7,11 @@ from typing import Any
 
 import jsonschema
 
-from conftest import BUGGY, Outcome, make_repo, run_inproc
+from conftest import BUGGY, PYTEST_GATE, Outcome, make_repo, run_inproc
 from prime_ci.cli.schema_registry import schemas
 from prime_ci.testing import ScriptedServer, ipython, reply
 
-SLOW_SECONDS = 4
+SLOW_SECONDS = 1  # a slow module: the counter, not a duration, shows the fast rerun skipped it
 SLOW_SUITE = {
     **BUGGY,
     # Outside the tests' way: the gate command tells it where to count its runs.
@@ -85,8 +85,8 @@ def test_retry_round_reruns_only_the_failing_test_then_the_full_gate(
 def test_fast_template_from_gates_file_and_final_round_runs_full(tmp_path: Path, server: ScriptedServer) -> None:
     repo = make_repo(tmp_path / "repo", BUGGY)
     gates = tmp_path / "gates.toml"
-    gates.write_text('[[gate]]\nname = "tests"\ncommand = "python -m pytest -q"\n'
-                     'fast = "echo TEMPLATE {tests}; python -m pytest -q {tests}"\n')
+    gates.write_text(f'[[gate]]\nname = "tests"\ncommand = "{PYTEST_GATE}"\n'
+                     f'fast = "echo TEMPLATE {{tests}}; {PYTEST_GATE} {{tests}}"\n')
     server.add(reply("done"), ipython(MULTIPLY), reply("done, with *"))
     run = run_inproc(tmp_path, repo, server, "--gates-file", str(gates), "--max-gate-retries", "1")
     assert run.code == 1, run.proc.stderr
@@ -94,7 +94,7 @@ def test_fast_template_from_gates_file_and_final_round_runs_full(tmp_path: Path,
     assert "TEMPLATE test_calc.py::test_add" in (run.out / "gates" / "tests.fast.log").read_text()
     # The retries ran out on the fast rerun: the report's round is a full run again.
     assert [(e["round"], e["kind"]) for e in gate_entries(run)] == [(1, "full"), (2, "fast"), (3, "full")]
-    assert run.result["gates"][0]["command"] == "python -m pytest -q"
+    assert run.result["gates"][0]["command"] == PYTEST_GATE
     assert "TEMPLATE" not in (run.out / "gates" / "tests.log").read_text()
 
 
@@ -104,7 +104,7 @@ def test_fast_rerun_that_names_no_failing_test_falls_through_to_full(
     rename = ("from pathlib import Path\np = Path('test_calc.py')\n"
               "p.write_text(p.read_text().replace('def test_add', 'def test_add_renamed'))\n")
     server.add(reply("done"), ipython(rename), reply("renamed"), reply("giving up"))
-    run = run_inproc(tmp_path, make_repo(tmp_path / "repo", BUGGY), server, "--gate", "python -m pytest -q",
+    run = run_inproc(tmp_path, make_repo(tmp_path / "repo", BUGGY), server, "--gate", PYTEST_GATE,
                     "--max-gate-retries", "2")
     assert run.code == 1, run.proc.stderr
     entries = gate_entries(run)

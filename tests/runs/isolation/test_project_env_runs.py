@@ -65,8 +65,11 @@ def own_packages() -> str:
                           check=True).stdout
 
 
-@pytest.mark.parametrize("sandbox", ["auto", "off"])
-@pytest.mark.parametrize("correct", [True, False])
+# each sandbox mode and each outcome in the PR tier; the other two pairs nightly (each run is a real pip install)
+@pytest.mark.parametrize(("correct", "sandbox"), [
+    (True, "auto"), (False, "off"),
+    pytest.param(True, "off", marks=pytest.mark.nightly), pytest.param(False, "auto", marks=pytest.mark.nightly),
+])
 def test_setup_editable_install_in_the_worktree(
     tmp_path: Path, server: ScriptedServer, sandbox: str, correct: bool
 ) -> None:
