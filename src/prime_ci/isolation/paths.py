@@ -11,7 +11,7 @@ A relative path is taken relative to the root; roots and paths are compared comp
   depends on symlinks the name does not show.
 
 Not routed here: ``project_layer.py`` (runs in the project's interpreter, standard library only: its own
-lexical prefix test) and the sandbox's deny-lists of system directories (``sandbox.py``), where a name that
+prefix test) and the sandbox's deny-lists of system directories (``sandbox.py``), where a name that
 cannot be judged as written must count as inside, the opposite of this rule.
 """
 

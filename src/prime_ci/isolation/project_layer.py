@@ -15,12 +15,13 @@ interpreter itself (a build needing ``setuptools>=77`` must not import the job's
 
 from __future__ import annotations
 
-import json
 import os
-import site
 import sys
 
 CONFIG = "_prime_ci_layer.json"
+# NUL-separated entries, "T" or "P" and a path: read before anything is imported (json and re compiled again in
+# every gate process cost ~80 ms of start-up)
+BYTECODE = "_prime_ci_bytecode"
 _added: list[str] = []  # the sys.path entries the first apply() added
 _applied: list[bool] = []
 
@@ -57,18 +58,55 @@ def redirect(src: str, dst: str, keep: tuple[str, ...] = ()) -> None:
                     namespaces[key] = [swap(v, src, dst, keep) if isinstance(v, str) else v for v in value]
 
 
+def trust_host_bytecode(trusted: list[str], private: list[str]) -> None:
+    """Point the bytecode cache of sources under a ``trusted`` root (and in no ``private`` one) back at their own
+    ``__pycache__`` while a pycache prefix is set; every other source keeps the prefix."""
+    # the loaders look the function up in this module at each call
+    import importlib._bootstrap_external as external
+
+    prefixed = external.cache_from_source
+    private_roots = tuple(os.path.realpath(p) for p in private)
+    # a root holding the run's directory (an interpreter whose prefix is / or /tmp) would hold whatever else the
+    # run can write beside it too: such a root is not trusted at all
+    trusted_roots = tuple(t for t in (os.path.realpath(t) for t in trusted)
+                          if not any(_under(p, t) for p in private_roots))
+
+    def cache_from_source(path: str, debug_override: object = None, *, optimization: object = None) -> str:
+        # (no typing import here: everything imported before the hook is compiled again in each gate)
+        cached: str = prefixed(path, debug_override, optimization=optimization)  # type: ignore[call-overload]
+        if not sys.pycache_prefix:
+            return cached
+        # the real path: a symlink (or a ``..``) must not borrow a trusted directory's name for another file
+        real = os.path.realpath(path)
+        if any(_under(real, t) for t in trusted_roots) and not any(_under(real, p) for p in private_roots):
+            return os.path.join(os.path.dirname(real), "__pycache__", os.path.basename(cached))
+        return cached
+
+    external.cache_from_source = cache_from_source  # type: ignore[assignment]  # typeshed overloads one signature
+
+
 def hook() -> None:
     """The ``.pth`` line's call: apply once, then on every later processing re-append what was added."""
     if _applied:
         sys.path.extend(_added)
         return
     _applied.append(True)
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        with open(os.path.join(here, BYTECODE), "rb") as handle:
+            entries = [os.fsdecode(e) for e in handle.read().split(b"\0") if e]
+    except FileNotFoundError:  # an environment an older prime-ci made (a resumed run): nothing trusted
+        entries = []
+    trust_host_bytecode([e[1:] for e in entries if e[0] == "T"], [e[1:] for e in entries if e[0] == "P"])
     before = len(sys.path)
-    apply(os.path.dirname(os.path.abspath(__file__)))
+    apply(here)
     _added[:] = [p for p in sys.path[before:] if isinstance(p, str)]
 
 
 def apply(config_dir: str) -> None:
+    import json
+    import site
+
     with open(os.path.join(config_dir, CONFIG), encoding="utf-8") as handle:
         config = json.load(handle)
     known = set(sys.path)

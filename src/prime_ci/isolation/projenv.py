@@ -139,7 +139,9 @@ class ProjectEnv:
 
 def create(root: Path, interp: Interpreter, redirect: tuple[str, str] | None) -> ProjectEnv:
     """Write a virtual environment at ``root`` by hand (a venv is a pyvenv.cfg and a symlink: ~1 ms, where
-    ``python -m venv`` takes ~100 ms) with the layering hook and console-script twins."""
+    ``python -m venv`` takes ~100 ms) with the layering hook and console-script twins. The directory holding
+    ``root`` is the run's own (worktree, home, this environment): its bytecode is never trusted, while the
+    interpreter's own directories keep theirs (see ``project_layer.trust_host_bytecode``)."""
     env = ProjectEnv(interp, root)
     env.bin.mkdir(parents=True, exist_ok=True)
     env.site.mkdir(parents=True, exist_ok=True)
@@ -153,6 +155,8 @@ def create(root: Path, interp: Interpreter, redirect: tuple[str, str] | None) ->
     layer = {"sites": list(interp.sites), "redirect": list(redirect) if redirect else None,
              "keep": [interp.prefix, os.path.realpath(interp.prefix)]}
     (env.site / project_layer.CONFIG).write_text(json.dumps(layer), encoding="utf-8")
+    bytecode = [b"T" + os.fsencode(d) for d in interp.dirs()] + [b"P" + os.fsencode(root.parent)]
+    (env.site / project_layer.BYTECODE).write_bytes(b"\0".join(bytecode))
     shutil.copyfile(project_layer.__file__, env.site / "_prime_ci_layer.py")
     hook = "import _prime_ci_layer; _prime_ci_layer.hook()\n"
     (env.site / "_prime_ci_layer.pth").write_text(hook, encoding="utf-8")

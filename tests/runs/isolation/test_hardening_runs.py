@@ -96,6 +96,8 @@ FORGED_PYC = (
     "py_compile.compile('calc.py', cfile=__import__('importlib.util').util.cache_from_source('calc.py'))\n"
     "src.write_text(buggy); os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))\n"
     "print('forged')\n")
+HOST_BYTECODE = ("python -c \"import csv, os, sys; head = os.path.join(os.path.dirname(csv.__file__), '__pycache__'); "
+                 "sys.exit(os.path.dirname(csv.__cached__) != head)\"")
 
 
 @pytest.mark.parametrize(("trick", "cell"), [("hidden conftest", HIDDEN_CONFTEST), ("forged pyc", FORGED_PYC)])
@@ -103,7 +105,8 @@ def test_gates_cannot_pass_on_changes_the_patch_never_shows(tmp_path: Path, bugg
                                                              cell: str) -> None:
     with ScriptedServer([ipython(cell), reply("done")]) as srv:
         run = run_inproc(tmp_path, buggy_repo, srv, "--sandbox", "off", "--gate",
-                        PYTEST_GATE + " -p no:cacheprovider", "--max-gate-retries", "0", "--require-changes")
+                        PYTEST_GATE + " -p no:cacheprovider", "--gate", HOST_BYTECODE, "--max-gate-retries", "0",
+                        "--require-changes")
     assert run.code != 0 and run.result["success"] is False, (trick, run.proc.stderr)
     if trick == "hidden conftest":
         assert run.code == 7 and "conftest.py (hidden from the patch by .gitignore)" in run.result["detail"]
@@ -111,6 +114,8 @@ def test_gates_cannot_pass_on_changes_the_patch_never_shows(tmp_path: Path, bugg
         assert run.result["changed_files"] == [] and (run.out / "patch.diff").read_text() == ""
         gate = run.result["gates"][0]
         assert gate["passed"] is False and [f["message"] for f in gate["failures"]] == ["assert -1 == 5"], gate
+        # while the interpreter's own standard library is read from its compiled files, not compiled again
+        assert run.result["gates"][1]["passed"] is True, run.result["gates"][1]
 
 
 BRIDGE_ATTACKS = """

@@ -1,0 +1,87 @@
+"""Gates run under a pycache prefix (a forged ``__pycache__`` in the worktree is never read), but the project
+interpreter's own compiled standard library and packages are: the run environment's start-up hook sends only
+sources under the interpreter's directories, and outside the run's, back to the bytecode beside them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+from prime_ci.isolation import projenv
+from prime_ci.isolation.project_layer import BYTECODE
+
+PROBE = """
+import csv, json, os, sys
+sys.path.insert(0, sys.argv[1])
+import inwork
+print(json.dumps({"csv": csv.__cached__, "inwork": inwork.__cached__}))
+"""
+
+
+def env_python(tmp_path: Path) -> tuple[Path, Path]:
+    """A run directory with its environment (layered on prime-ci's own interpreter) and a worktree module."""
+    run = tmp_path / "run"
+    env = projenv.create(run / "env", projenv.probe(sys.executable), None)
+    (run / "work").mkdir()
+    (run / "work" / "inwork.py").write_text("VALUE = 1\n")
+    return env.python, run
+
+
+def trust(run: Path, root: Path) -> None:
+    listing = next((run / "env" / "lib").glob(f"python*/site-packages/{BYTECODE}"))
+    listing.write_bytes(listing.read_bytes() + b"\0T" + os.fsencode(root))
+
+
+def cached(python: Path, path_entry: str, prefix: Path) -> dict[str, str]:
+    env = {"PATH": os.environ["PATH"], "PYTHONPYCACHEPREFIX": str(prefix), "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.run([str(python), "-c", PROBE, path_entry], capture_output=True, text=True, env=env,
+                          check=True)
+    found: dict[str, str] = json.loads(proc.stdout)
+    return found
+
+
+def test_stdlib_bytecode_beside_its_source_worktree_bytecode_under_the_prefix(tmp_path: Path) -> None:
+    python, run = env_python(tmp_path)
+    found = cached(python, str(run / "work"), tmp_path / "prefix")
+    stdlib = os.path.realpath(sysconfig.get_path("stdlib"))
+    assert found["csv"].startswith(os.path.join(stdlib, "__pycache__", "csv.")), found
+    assert found["inwork"].startswith(str(tmp_path / "prefix")), found
+
+
+def test_a_dotdot_path_through_a_trusted_directory_into_the_run_keeps_the_prefix(tmp_path: Path) -> None:
+    python, run = env_python(tmp_path)
+    stdlib = sysconfig.get_path("stdlib")
+    climb = os.path.join(stdlib, *[".."] * len(Path(stdlib).parts), *Path(run / "work").parts[1:])
+    found = cached(python, climb, tmp_path / "prefix")
+    assert found["inwork"].startswith(str(tmp_path / "prefix")), found
+
+
+def test_a_symlink_in_a_trusted_directory_is_judged_by_where_it_leads(tmp_path: Path) -> None:
+    python, run = env_python(tmp_path)
+    trusted = tmp_path / "host"
+    trusted.mkdir()
+    (trusted / "inwork.py").symlink_to(run / "work" / "inwork.py")
+    trust(run, trusted)
+    found = cached(python, str(trusted), tmp_path / "prefix")
+    assert found["inwork"].startswith(str(tmp_path / "prefix")), found
+
+
+def test_a_trusted_root_holding_the_run_directory_is_not_trusted(tmp_path: Path) -> None:
+    python, run = env_python(tmp_path)
+    trust(run, tmp_path)  # holds run/ (and a directory beside it)
+    (tmp_path / "beside").mkdir()
+    (tmp_path / "beside" / "inwork.py").write_text("VALUE = 2\n")
+    found = cached(python, str(tmp_path / "beside"), tmp_path / "prefix")
+    assert found["inwork"].startswith(str(tmp_path / "prefix")), found
+
+
+def test_without_a_prefix_nothing_changes(tmp_path: Path) -> None:
+    python, run = env_python(tmp_path)
+    proc = subprocess.run([str(python), "-c", PROBE, str(run / "work")], capture_output=True, text=True,
+                          env={"PATH": os.environ["PATH"], "PYTHONDONTWRITEBYTECODE": "1"}, check=True)
+    found = json.loads(proc.stdout)
+    assert found["inwork"] == str(run / "work" / "__pycache__" / Path(found["inwork"]).name), found
