@@ -64,7 +64,9 @@ def trust_host_bytecode(trusted: list[str], private: list[str]) -> None:
     # the loaders look the function up in this module at each call
     import importlib._bootstrap_external as external
 
-    prefixed = external.cache_from_source
+    prefixed = getattr(external, "cache_from_source", None)
+    if prefixed is None:  # a Python whose loaders work otherwise: every source keeps the prefix (slower, safe)
+        return
     private_roots = tuple(os.path.realpath(p) for p in private)
     # a root holding the run's directory (an interpreter whose prefix is / or /tmp) would hold whatever else the
     # run can write beside it too: such a root is not trusted at all
@@ -72,8 +74,7 @@ def trust_host_bytecode(trusted: list[str], private: list[str]) -> None:
                           if not any(_under(p, t) for p in private_roots))
 
     def cache_from_source(path: str, debug_override: object = None, *, optimization: object = None) -> str:
-        # (no typing import here: everything imported before the hook is compiled again in each gate)
-        cached: str = prefixed(path, debug_override, optimization=optimization)  # type: ignore[call-overload]
+        cached: str = prefixed(path, debug_override, optimization=optimization)
         if not sys.pycache_prefix:
             return cached
         # the real path: a symlink (or a ``..``) must not borrow a trusted directory's name for another file

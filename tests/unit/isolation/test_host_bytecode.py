@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
+
+import pytest
 
 from prime_ci.isolation import projenv
 from prime_ci.isolation.project_layer import BYTECODE
@@ -85,3 +88,38 @@ def test_without_a_prefix_nothing_changes(tmp_path: Path) -> None:
                           env={"PATH": os.environ["PATH"], "PYTHONDONTWRITEBYTECODE": "1"}, check=True)
     found = json.loads(proc.stdout)
     assert found["inwork"] == str(run / "work" / "__pycache__" / Path(found["inwork"]).name), found
+
+
+
+def other_pythons() -> list[str]:
+    """Working interpreters of the oldest and newest other 3.X versions found: on PATH, in /usr/bin, or
+    installed by pyenv (whose shim of an inactive version does not run)."""
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    found: dict[str, str] = {}
+    for minor in range(8, 15):
+        version = f"3.{minor}"
+        if version == sysconfig.get_python_version():
+            continue
+        candidates = [shutil.which(f"python{version}"), f"/usr/bin/python{version}",
+                      *map(str, sorted(pyenv.glob(f"{version}.*/bin/python{version}")))]
+        for python in filter(None, candidates):
+            if version not in found and os.access(python, os.X_OK) and subprocess.run(
+                    [python, "-c", "pass"], capture_output=True, check=False).returncode == 0:
+                found[version] = python
+    versions = sorted(found, key=lambda v: int(v.split(".")[1]))
+    return [found[v] for v in dict.fromkeys(versions[:1] + versions[-1:])]  # the oldest and the newest
+
+
+def test_the_hook_works_in_other_project_interpreters(tmp_path: Path) -> None:
+    """The hook runs in the project's interpreter, whatever its version."""
+    pythons = other_pythons()
+    if not pythons:
+        pytest.skip("no other working python3.X on PATH")
+    for python in pythons:
+        run = tmp_path / python.replace("/", "_") / "run"
+        env = projenv.create(run / "env", projenv.probe(python), None)
+        (run / "work").mkdir()
+        (run / "work" / "inwork.py").write_text("VALUE = 1\n")
+        found = cached(env.python, str(run / "work"), tmp_path / "prefix")
+        assert "/__pycache__/csv." in found["csv"] and not found["csv"].startswith(str(tmp_path)), (python, found)
+        assert found["inwork"].startswith(str(tmp_path / "prefix")), (python, found)
