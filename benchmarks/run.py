@@ -785,8 +785,8 @@ def floor_rows(res: dict[str, Any]) -> list[tuple[str, str]]:
     rows.append(("raw floor tree peak RSS: process + kernel", f"{mb(f.get('floor_tree_rss'))} "
                  f"({mb(f.get('floor_process_rss'))} + {mb(f.get('floor_kernel_rss'))})"))
     rows.append(("litellm floor process tree peak RSS (process + kernel)", mb(f.get("litellm_worker_tree_rss"))))
-    rows.append(("prime-ci's own imports, not floor: `import prime_ci.cli, prime_ci.engine.run` / `import prime_ci.child` "
-                 "(minus bare python; peak RSS)",
+    rows.append(("prime-ci's own imports, not floor: `import prime_ci.cli, prime_ci.engine.run` / "
+                 "`import prime_ci.child` (minus bare python; peak RSS)",
                  f"{ms(f.get('host_import_s'))} ({mb(f.get('host_import_rss'))}) / {ms(f.get('child_import_s'))} "
                  f"({mb(f.get('child_import_rss'))})"))
     return rows
