@@ -127,7 +127,9 @@ def test_isolated_worktrees_do_not_clobber(tmp_path: Path, buggy_repo: Path, ser
     server.add(
         ipython("import asyncio\nhs = await asyncio.gather(rlm('write as left', name='left', worktree='isolated'),"
                 " rlm('write as right', name='right', worktree='isolated'))"),
-        reply("waiting"), reply("waiting more"),
+        # the children's two messages wake the root once (both at once) or twice (the second then arrives with
+        # the next cell's result): either way the script's next step is the cell, any later wake-up the default
+        reply("waiting"),
         ipython("while any(c['status'] == 'running' for c in await rlm.list_subagents()):\n"
                 "    await asyncio.sleep(0.2)\n"
                 "import subprocess\nfor b in ('rlm/left', 'rlm/right'):\n"
