@@ -67,11 +67,12 @@ def trust_host_bytecode(trusted: list[str], private: list[str]) -> None:
     prefixed = getattr(external, "cache_from_source", None)
     if prefixed is None:  # a Python whose loaders work otherwise: every source keeps the prefix (slower, safe)
         return
-    private_roots = tuple(os.path.realpath(p) for p in private)
+    private_roots = [os.path.realpath(p) for p in private]
     # a root holding the run's directory (an interpreter whose prefix is / or /tmp) would hold whatever else the
-    # run can write beside it too: such a root is not trusted at all
+    # run can write beside it too, and a root inside it is the run's: neither is trusted at all, so a source under
+    # a trusted root is never the run's
     trusted_roots = tuple(t for t in (os.path.realpath(t) for t in trusted)
-                          if not any(_under(p, t) for p in private_roots))
+                          if not any(_under(p, t) or _under(t, p) for p in private_roots))
 
     def cache_from_source(path: str, debug_override: object = None, *, optimization: object = None) -> str:
         cached: str = prefixed(path, debug_override, optimization=optimization)
@@ -79,7 +80,7 @@ def trust_host_bytecode(trusted: list[str], private: list[str]) -> None:
             return cached
         # the real path: a symlink (or a ``..``) must not borrow a trusted directory's name for another file
         real = os.path.realpath(path)
-        if any(_under(real, t) for t in trusted_roots) and not any(_under(real, p) for p in private_roots):
+        if any(_under(real, t) for t in trusted_roots):
             return os.path.join(os.path.dirname(real), "__pycache__", os.path.basename(cached))
         return cached
 

@@ -25,10 +25,11 @@ print(json.dumps({"csv": csv.__cached__, "inwork": inwork.__cached__}))
 """
 
 
-def env_python(tmp_path: Path) -> tuple[Path, Path]:
-    """A run directory with its environment (layered on prime-ci's own interpreter) and a worktree module."""
+def env_python(tmp_path: Path, python: str = sys.executable) -> tuple[Path, Path]:
+    """A run directory with its environment (layered on ``python``: prime-ci's own by default) and a worktree
+    module."""
     run = tmp_path / "run"
-    env = projenv.create(run / "env", projenv.probe(sys.executable), None)
+    env = projenv.create(run / "env", projenv.probe(python), None)
     (run / "work").mkdir()
     (run / "work" / "inwork.py").write_text("VALUE = 1\n")
     return env.python, run
@@ -82,13 +83,19 @@ def test_a_trusted_root_holding_the_run_directory_is_not_trusted(tmp_path: Path)
     assert found["inwork"].startswith(str(tmp_path / "prefix")), found
 
 
+def test_a_trusted_root_inside_the_run_directory_is_not_trusted(tmp_path: Path) -> None:
+    python, run = env_python(tmp_path)
+    trust(run, run / "work")
+    found = cached(python, str(run / "work"), tmp_path / "prefix")
+    assert found["inwork"].startswith(str(tmp_path / "prefix")), found
+
+
 def test_without_a_prefix_nothing_changes(tmp_path: Path) -> None:
     python, run = env_python(tmp_path)
     proc = subprocess.run([str(python), "-c", PROBE, str(run / "work")], capture_output=True, text=True,
                           env={"PATH": os.environ["PATH"], "PYTHONDONTWRITEBYTECODE": "1"}, check=True)
     found = json.loads(proc.stdout)
     assert found["inwork"] == str(run / "work" / "__pycache__" / Path(found["inwork"]).name), found
-
 
 
 def other_pythons() -> list[str]:
@@ -116,10 +123,7 @@ def test_the_hook_works_in_other_project_interpreters(tmp_path: Path) -> None:
     if not pythons:
         pytest.skip("no other working python3.X on PATH")
     for python in pythons:
-        run = tmp_path / python.replace("/", "_") / "run"
-        env = projenv.create(run / "env", projenv.probe(python), None)
-        (run / "work").mkdir()
-        (run / "work" / "inwork.py").write_text("VALUE = 1\n")
-        found = cached(env.python, str(run / "work"), tmp_path / "prefix")
+        env, run = env_python(tmp_path / python.replace("/", "_"), python)
+        found = cached(env, str(run / "work"), tmp_path / "prefix")
         assert "/__pycache__/csv." in found["csv"] and not found["csv"].startswith(str(tmp_path)), (python, found)
         assert found["inwork"].startswith(str(tmp_path / "prefix")), (python, found)
