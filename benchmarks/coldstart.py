@@ -26,7 +26,20 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run import PRIME_CI, PY, REPO_FILES, TASK, bench_env, header_mono, machine, make_repo, remove_worktrees, say
+from run import (
+    PRIME_CI,
+    PY,
+    REPO_FILES,
+    TASK,
+    bench_env,
+    header_mono,
+    machine,
+    make_repo,
+    measured_at,
+    remove_worktrees,
+    say,
+    write_numbers,
+)
 from tree import become_subreaper, kill_tree, reap_leftovers
 
 from prime_ci.loop.agent import TOOL
@@ -221,15 +234,12 @@ def main(argv: list[str] | None = None) -> int:
         "elapsed_s": round(time.monotonic() - started, 1),
     }
     m = res["machine"]
-    print(f"\nprime-ci cold start, {m['date']}, {m['nproc']} cores, Python {m['python']}, commit {m['commit']}"
-          + (f" + {m['src_changes']} uncommitted file(s) in src/" if m["src_changes"] else "")
+    print(f"\nprime-ci cold start, {m['date']}, {m['nproc']} cores, Python {m['python']}, commit {measured_at(m)}"
           + (f"; niceness {args.nice}" if args.nice else "")
           + f"; median of {args.repeat} rounds, took {res['elapsed_s']:.0f} s; load average (1 min) "
           f"{load_before[0]:.2f} before, {res['loadavg_after'][0]:.2f} after\n")
     print(render(res))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(res, indent=2) + "\n")
-    say(f"numbers written to {args.json}")
+    write_numbers(args.json, res)
     return 0
 
 

@@ -27,7 +27,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run import PRIME_CI, PY, REPO_FILES, bench_env, machine, make_repo, remove_worktrees, say
+from run import (
+    PRIME_CI,
+    PY,
+    REPO_FILES,
+    bench_env,
+    machine,
+    make_repo,
+    measured_at,
+    remove_worktrees,
+    say,
+    write_numbers,
+)
 from tree import become_subreaper, reap_leftovers
 
 from prime_ci.testing import ScriptedServer, reply
@@ -119,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
     }
     m = res["machine"]
-    print(f"\nprime-ci gate cost, {m['date']}, {m['nproc']} cores, Python {m['python']}, commit {m['commit']}; "
+    print(f"\nprime-ci gate cost, {m['date']}, {m['nproc']} cores, Python {m['python']}, commit {measured_at(m)}; "
           f"median of {args.repeat} rounds; load average (1 min) {load_before[0]:.2f} before, "
           f"{res['loadavg_after'][0]:.2f} after\n")
     print("| variant | median | samples | ÷ floor |\n|---|---|---|---|")
@@ -127,9 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio = "1.00×" if kind == "floor" else f"{res['ratios_to_floor'][kind]:.2f}×"
         print(f"| {kind} | {medians[kind] * 1000:.0f} ms | "
               f"{', '.join(f'{x * 1000:.0f}' for x in samples[kind])} | {ratio} |")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(res, indent=2) + "\n")
-    say(f"numbers written to {args.json}")
+    write_numbers(args.json, res)
     return 0
 
 

@@ -879,6 +879,17 @@ def machine() -> dict[str, Any]:
             "commit": head or "?", "src_changes": len(dirty.splitlines())}
 
 
+def measured_at(m: dict[str, Any]) -> str:
+    """The commit a figure is of, with the uncommitted files in src/ that also count."""
+    return m["commit"] + (f" + {m['src_changes']} uncommitted file(s) in src/" if m["src_changes"] else "")
+
+
+def write_numbers(path: Path, res: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(res, indent=2) + "\n")
+    say(f"numbers written to {path}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure; the median is reported")
@@ -912,7 +923,7 @@ def main(argv: list[str] | None = None) -> int:
     m = res["machine"]
     print(f"\nprime-ci benchmarks, {m['date']}, {m['machine']}, {m['nproc']} cores, Python {m['python']}; "
           f"median of {res['repeat']}; {res['turns']}-turn run; took {res['elapsed_s']:.0f} s; prime-ci at "
-          f"{m['commit']}" + (f" + {m['src_changes']} uncommitted file(s) in src/" if m["src_changes"] else "") + "\n")
+          f"{measured_at(m)}\n")
     print(render(res))
     load = f"load average (1 min) {res['loadavg_before'][0]:.2f} before, {res['loadavg_after'][0]:.2f} after"
     busy = res["loadavg_before"][0] > 0.5 * (os.cpu_count() or 1)
