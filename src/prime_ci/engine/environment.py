@@ -113,6 +113,21 @@ def hand_over(prep: Prepared) -> None:
     sandbox.give(wt.path, *_scratch(prep), tree=True)
 
 
+def open_sandbox(prep: Prepared, bridge_dir: Path) -> None:
+    """The run's sandbox, when it has one: writable the worktree, its scratch home, the kernel's directory and
+    the root bridge's; read-only the git data, the harness and what ``--sandbox-ro`` reaches; then handed over."""
+    sandbox, wt, harness = prep.sandbox, prep.worktree, prep.harness
+    if sandbox is None:
+        return
+    for d in ("kernel", "child-runs"):
+        (wt.root / d).mkdir(exist_ok=True)
+    sandbox.writable = [str(p) for p in (wt.path, wt.root / "home", wt.root / "kernel", bridge_dir)]
+    sandbox.readonly = [str(wt.git_dir), *harness.pythonpath(), *prep.reach]
+    if harness.store is not None:
+        sandbox.readonly.append(str(harness.store.root))
+    hand_over(prep)
+
+
 def take_back(prep: Prepared) -> None:
     """The kept worktree (``--keep-worktree``) is the operator's again, as it was before ``hand_over``."""
     sandbox, wt = prep.sandbox, prep.worktree

@@ -24,7 +24,7 @@ from prime_ci.engine.actions_log import ActionsLog, Emit
 from prime_ci.engine.environment import (
     environment_section,
     gate_vars,
-    hand_over,
+    open_sandbox,
     project_vars,
     run_setup,
     session_cwd,
@@ -118,21 +118,12 @@ class Run:
         else:
             self.log = SessionLog.open_for_append(self.prep.out / "session.jsonl", salvage=self.salvage)
             self.budget.restore(self.resume.usage, self.resume.wall_spent)
-        harness = self.prep.harness
         env = scrubbed_env(wt.root / "home", cfg.pass_env, project_vars(self.prep, {
             "PRIME_CI_BRIDGE": str(self.bridge.path), RUN_VAR: self.marker}))
         gate_env = gate_vars(self.prep, env)
         env = colour_off(env, cfg.pass_env)
         sandbox = self.prep.sandbox
-        if sandbox is not None:
-            for d in ("kernel", "child-runs"):
-                (wt.root / d).mkdir(exist_ok=True)
-            sandbox.writable = [str(p) for p in (wt.path, wt.root / "home", wt.root / "kernel",
-                                                 self.bridge.path.parent)]
-            sandbox.readonly = [str(wt.git_dir), *harness.pythonpath(), *self.prep.reach]
-            if harness.store is not None:
-                sandbox.readonly.append(str(harness.store.root))
-            hand_over(self.prep)
+        open_sandbox(self.prep, self.bridge.path.parent)
         self.gate_env = gate_env
         # builds write the run's environment too (an editable install), never with network
         build_box = dataclasses.replace(sandbox, writable=[*sandbox.writable, str(self.prep.project.root)],
