@@ -18,6 +18,13 @@ from __future__ import annotations
 import os
 import sys
 
+TYPE_CHECKING = False  # not typing's: nothing more may be imported before the bytecode hook is in place
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Any
+
 CONFIG = "_prime_ci_layer.json"
 # NUL-separated entries, "T" or "P" and a path: read before anything is imported (json and re compiled again in
 # every gate process cost ~80 ms of start-up)
@@ -60,7 +67,8 @@ def redirect(src: str, dst: str, keep: tuple[str, ...] = ()) -> None:
 
 def trust_host_bytecode(trusted: list[str], private: list[str]) -> None:
     """Point the bytecode cache of sources under a ``trusted`` root (and in no ``private`` one) back at their own
-    ``__pycache__`` while a pycache prefix is set; every other source keeps the prefix."""
+    ``__pycache__`` while a pycache prefix is set, for the interpreter's loaders and for pytest's assertion
+    rewriter (which rewrites whole plugin distributions in every process); every other source keeps the prefix."""
     # the loaders look the function up in this module at each call
     import importlib._bootstrap_external as external
 
@@ -74,17 +82,62 @@ def trust_host_bytecode(trusted: list[str], private: list[str]) -> None:
     trusted_roots = tuple(t for t in (os.path.realpath(t) for t in trusted)
                           if not any(_under(p, t) or _under(t, p) for p in private_roots))
 
-    def cache_from_source(path: str, debug_override: object = None, *, optimization: object = None) -> str:
-        cached: str = prefixed(path, debug_override, optimization=optimization)
+    def beside(path: str) -> str | None:
+        """The ``__pycache__`` beside ``path`` if a prefix is set and ``path`` really lies under a trusted root."""
         if not sys.pycache_prefix:
-            return cached
+            return None
         # the real path: a symlink (or a ``..``) must not borrow a trusted directory's name for another file
         real = os.path.realpath(path)
-        if any(_under(real, t) for t in trusted_roots):
-            return os.path.join(os.path.dirname(real), "__pycache__", os.path.basename(cached))
-        return cached
+        return os.path.join(os.path.dirname(real), "__pycache__") if any(_under(real, t) for t in trusted_roots) \
+            else None
+
+    def cache_from_source(path: str, debug_override: object = None, *, optimization: object = None) -> str:
+        cached: str = prefixed(path, debug_override, optimization=optimization)
+        own = beside(path)
+        return cached if own is None else os.path.join(own, os.path.basename(cached))
+
+    def trust_rewriter(rewrite: ModuleType) -> None:
+        prefixed_dir = getattr(rewrite, "get_cache_dir", None)
+        if prefixed_dir is None:  # a pytest that finds its cache otherwise: the prefix stays
+            return
+
+        def get_cache_dir(file_path: Any) -> Any:
+            own = beside(str(file_path))
+            return prefixed_dir(file_path) if own is None else type(file_path)(own)
+
+        rewrite.__dict__["get_cache_dir"] = get_cache_dir
 
     external.cache_from_source = cache_from_source  # type: ignore[assignment]  # typeshed overloads one signature
+    if trusted_roots:
+        sys.meta_path.insert(0, _AfterImport("_pytest.assertion.rewrite", trust_rewriter))
+
+
+class _AfterImport:
+    """A ``sys.meta_path`` entry that finds nothing itself: once ``name`` is imported (found by the other finders)
+    it calls ``then`` on the module, then leaves."""
+
+    def __init__(self, name: str, then: Callable[[ModuleType], None]) -> None:
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = next((s for f in sys.meta_path if hasattr(f, "find_spec")
+                     for s in [f.find_spec(fullname, path, target)] if s is not None), None)
+        loader = spec.loader if spec is not None else None
+        run = getattr(loader, "exec_module", None)
+        if spec is None or run is None:
+            return spec
+        then = self.then
+
+        def exec_module(module: ModuleType) -> None:
+            run(module)
+            then(module)
+
+        if hasattr(loader, "__dict__"):  # else a loader that takes no attributes: the module is left as it is
+            loader.exec_module = exec_module  # type: ignore[method-assign,union-attr]
+        return spec
 
 
 def hook() -> None:

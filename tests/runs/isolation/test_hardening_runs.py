@@ -96,11 +96,22 @@ FORGED_PYC = (
     "py_compile.compile('calc.py', cfile=__import__('importlib.util').util.cache_from_source('calc.py'))\n"
     "src.write_text(buggy); os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))\n"
     "print('forged')\n")
+# pytest's own cache of a rewritten test module: checked against the source's hash only, so easy to forge
+FORGED_REWRITE = (
+    "import importlib.util, marshal, sys\nfrom pathlib import Path\nfrom _pytest._version import version\n"
+    "src = Path('test_calc.py').resolve()\n"
+    "code = compile('def test_add():\\n    pass\\n', str(src), 'exec')\n"
+    "head = importlib.util.MAGIC_NUMBER + b'\\x03\\0\\0\\0' + importlib.util.source_hash(src.read_bytes())\n"
+    "Path('__pycache__').mkdir(exist_ok=True)\n"
+    "tag = f'{sys.implementation.cache_tag}-pytest-{version}'\n"
+    "Path('__pycache__', f'test_calc.{tag}.pyc').write_bytes(head + marshal.dumps(code))\n"
+    "print('forged')\n")
 HOST_BYTECODE = ("python -c \"import csv, os, sys; head = os.path.join(os.path.dirname(csv.__file__), '__pycache__'); "
                  "sys.exit(os.path.dirname(csv.__cached__) != head)\"")
 
 
-@pytest.mark.parametrize(("trick", "cell"), [("hidden conftest", HIDDEN_CONFTEST), ("forged pyc", FORGED_PYC)])
+@pytest.mark.parametrize(("trick", "cell"), [("hidden conftest", HIDDEN_CONFTEST), ("forged pyc", FORGED_PYC),
+                                             ("forged rewritten test", FORGED_REWRITE)])
 def test_gates_cannot_pass_on_changes_the_patch_never_shows(tmp_path: Path, buggy_repo: Path, trick: str,
                                                              cell: str) -> None:
     with ScriptedServer([ipython(cell), reply("done")]) as srv:
@@ -110,7 +121,7 @@ def test_gates_cannot_pass_on_changes_the_patch_never_shows(tmp_path: Path, bugg
     assert run.code != 0 and run.result["success"] is False, (trick, run.proc.stderr)
     if trick == "hidden conftest":
         assert run.code == 7 and "conftest.py (hidden from the patch by .gitignore)" in run.result["detail"]
-    else:  # the patch shows no change, and the gate ran the source (a - b), not the forged bytecode (a + b)
+    else:  # the patch shows no change, and the gate ran the sources, not the forged bytecode
         assert run.result["changed_files"] == [] and (run.out / "patch.diff").read_text() == ""
         gate = run.result["gates"][0]
         assert gate["passed"] is False and [f["message"] for f in gate["failures"]] == ["assert -1 == 5"], gate

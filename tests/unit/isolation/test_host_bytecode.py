@@ -8,14 +8,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
 
-from prime_ci.isolation import projenv
-from prime_ci.isolation.project_layer import BYTECODE
+from unit.isolation.layered_env import env_python, trust
 
 PROBE = """
 import csv, json, os, sys
@@ -23,21 +21,6 @@ sys.path.insert(0, sys.argv[1])
 import inwork
 print(json.dumps({"csv": csv.__cached__, "inwork": inwork.__cached__}))
 """
-
-
-def env_python(tmp_path: Path, python: str = sys.executable) -> tuple[Path, Path]:
-    """A run directory with its environment (layered on ``python``: prime-ci's own by default) and a worktree
-    module."""
-    run = tmp_path / "run"
-    env = projenv.create(run / "env", projenv.probe(python), None)
-    (run / "work").mkdir()
-    (run / "work" / "inwork.py").write_text("VALUE = 1\n")
-    return env.python, run
-
-
-def trust(run: Path, root: Path) -> None:
-    listing = next((run / "env" / "lib").glob(f"python*/site-packages/{BYTECODE}"))
-    listing.write_bytes(listing.read_bytes() + b"\0T" + os.fsencode(root))
 
 
 def cached(python: Path, path_entry: str, prefix: Path) -> dict[str, str]:
