@@ -35,7 +35,8 @@ _NETWORK = re.compile(
     r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|SELF_SIGNED_CERT|UNABLE_TO_(GET|VERIFY)_\w*ISSUER|"
     r"unable to get local issuer|SSLError|SSL certificate problem|invalid peer certificate|UnknownIssuer|"
     r"ProxyError|proxy error|Proxy Authentication|tunnel connection failed|"
-    r"ECONNREFUSED|ECONNRESET|ENOTFOUND|ETIMEDOUT|EAI_AGAIN|ENETUNREACH|"
+    # whole words: the pattern ignores case, and "ModuleNotFoundError" holds "eNotFound"
+    r"\b(?:ECONNREFUSED|ECONNRESET|ENOTFOUND|ETIMEDOUT|EAI_AGAIN|ENETUNREACH)\b|"
     r"Name or service not known|Temporary failure in name resolution|Could not resolve host|Connection refused|"
     r"Network is unreachable|NewConnectionError|ConnectTimeout|error sending request|Failed to fetch|"
     r"No matching distribution found|dns error", re.IGNORECASE)

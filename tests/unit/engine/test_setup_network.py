@@ -17,4 +17,18 @@ def test_failure_hints() -> None:
                          "build editable did not run successfully.")
     assert build is not None and "build backend" in build
     assert failure_hint("AssertionError: 1 != 2") is None
+    assert failure_hint("npm ERR! request to https://registry.npmjs.org/x failed, reason: getaddrinfo ENOTFOUND "
+                        "registry.npmjs.org") == NETWORK_HINT
+
+
+def test_a_missing_build_backend_is_not_called_a_network_problem() -> None:
+    """pip install --no-build-isolation -e . where the job's interpreter lacks the backend (hatchling): the
+    traceback's ModuleNotFoundError once read as npm's ENOTFOUND."""
+    out = ("ERROR: Exception:\nTraceback (most recent call last):\n"
+           "  File \"/venv/lib/python3.11/site-packages/pip/_vendor/pyproject_hooks/_impl.py\", line 321, in "
+           "_call_hook\n    raise BackendUnavailable(data.get('traceback', ''))\n"
+           "pip._vendor.pyproject_hooks._impl.BackendUnavailable: Traceback (most recent call last):\n"
+           "ModuleNotFoundError: No module named 'hatchling'\n")
+    hint = failure_hint(out)
+    assert hint is not None and "build backend" in hint and "--no-build-isolation" in hint, hint
     assert last_lines("a\n\n\x1b[31mb\x1b[0m\n" + "c\n" * 30, 3) == ["c", "c", "c"]
