@@ -14,11 +14,9 @@ import argparse
 import json
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,11 +34,12 @@ from run import (
     machine,
     make_repo,
     measured_at,
-    remove_worktrees,
+    require_clean,
     say,
+    workspace,
     write_numbers,
 )
-from tree import become_subreaper, kill_tree, reap_leftovers
+from tree import become_subreaper, kill_tree
 
 from prime_ci.loop.agent import TOOL
 from prime_ci.loop.system_prompt import base_prompt
@@ -100,11 +99,7 @@ def one(kind: str, tmp: Path, repo: Path, template: Path, n: int, baseline: Path
             launched, code = spawn(argv, tmp, env, log)
         requests = srv.chat_requests
     stderr = log.read_text(errors="replace")
-    if stale := remove_worktrees(tmp):
-        raise RuntimeError(f"{kind}: left its worktree {stale}")
-    live, _ = reap_leftovers()
-    if live:
-        raise RuntimeError(f"{kind}: left live processes {live}")
+    require_clean(tmp, kind)
     if code != 0 or not requests:
         raise RuntimeError(f"{kind}: exit {code}, {len(requests)} request(s)\n{stderr[-2000:]}")
     sample = Sample(requests[0].t - launched, cpu_s=children_cpu() - cpu)
@@ -196,28 +191,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.nice:
         os.setpriority(os.PRIO_PROCESS, 0, args.nice)  # inherited by every process it starts
     become_subreaper()
-    tmp = Path(tempfile.mkdtemp(prefix="prime-ci-bench-cold-"))
     load_before = os.getloadavg()
     started = time.monotonic()
-    template = tmp / "template.json"
-    template.write_text(json.dumps({"system": base_prompt(), "task": TASK, "tools": [TOOL]}))
-    repo = make_repo(tmp / "repo", REPO_FILES)
     samples: dict[str, list[Sample]] = {k: [] for k in kinds}
     rounds: list[list[str]] = []
-    try:
+    with workspace(args.keep, prefix="prime-ci-bench-cold-") as tmp:
+        template = tmp / "template.json"
+        template.write_text(json.dumps({"system": base_prompt(), "task": TASK, "tools": [TOOL]}))
+        repo = make_repo(tmp / "repo", REPO_FILES)
         for r in range(args.repeat):
             order = kinds[r % len(kinds):] + kinds[: r % len(kinds)]
             rounds.append(order)
             say(f"round {r + 1}/{args.repeat}: {', '.join(order)}")
             for kind in order:
                 samples[kind].append(one(kind, tmp, repo, template, r, args.baseline))
-    finally:
-        remove_worktrees(tmp)
-        reap_leftovers()
-        if args.keep:
-            say(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
     figures = {k: summary(v) for k, v in samples.items()}
     sandboxed = [k for k in [*modes, *base] if not k.endswith("off") and off_of(k) in figures]
     res: dict[str, Any] = {

@@ -20,7 +20,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -35,11 +34,12 @@ from run import (
     machine,
     make_repo,
     measured_at,
-    remove_worktrees,
+    require_clean,
     say,
+    workspace,
     write_numbers,
 )
-from tree import become_subreaper, reap_leftovers
+from tree import become_subreaper
 
 from prime_ci.testing import ScriptedServer, reply
 
@@ -70,11 +70,7 @@ def gate_round(kind: str, tmp: Path, repo: Path, n: int, baseline: Path | None) 
                 "--gate", GATE, "--max-gate-retries", "0"]
         proc = subprocess.run(argv, cwd=tmp, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=TIMEOUT, check=False)
-    if stale := remove_worktrees(tmp):
-        raise RuntimeError(f"{kind}: left its worktree {stale}")
-    live, _ = reap_leftovers()
-    if live:
-        raise RuntimeError(f"{kind}: left live processes {live}")
+    require_clean(tmp, kind)
     if proc.returncode != 0:
         raise RuntimeError(f"{kind}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
     result = json.loads((out / "result.json").read_text())
@@ -102,23 +98,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--baseline: no prime_ci package in {args.baseline}")
     kinds = ["floor", *modes, *([f"base-{m}" for m in modes] if args.baseline is not None else [])]
     become_subreaper()
-    tmp = Path(tempfile.mkdtemp(prefix="prime-ci-bench-gate-"))
     load_before = os.getloadavg()
-    repo = make_repo(tmp / "repo", REPO_FILES)
-    checkout = tmp / "checkout"
-    shutil.copytree(repo, checkout, ignore=shutil.ignore_patterns(".git"))
     samples: dict[str, list[float]] = {k: [] for k in kinds}
-    try:
+    with workspace(False, prefix="prime-ci-bench-gate-") as tmp:
+        repo = make_repo(tmp / "repo", REPO_FILES)
+        checkout = tmp / "checkout"
+        shutil.copytree(repo, checkout, ignore=shutil.ignore_patterns(".git"))
         for r in range(args.repeat):
             order = kinds[r % len(kinds):] + kinds[: r % len(kinds)]
             say(f"round {r + 1}/{args.repeat}: {', '.join(order)}")
             for kind in order:
                 samples[kind].append(floor(checkout) if kind == "floor" else
                                      gate_round(kind, tmp, repo, r, args.baseline))
-    finally:
-        remove_worktrees(tmp)
-        reap_leftovers()
-        shutil.rmtree(tmp, ignore_errors=True)
     medians = {k: statistics.median(v) for k, v in samples.items()}
     res: dict[str, Any] = {
         "what": "one pytest gate round inside a run (result.json rounds[0].duration_s) against the same pytest "

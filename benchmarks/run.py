@@ -80,6 +80,15 @@ def remove_worktrees(tmp: Path) -> list[str]:
     return found
 
 
+def require_clean(tmp: Path, kind: str) -> None:
+    """After one measured run: it must have removed its worktree and left no live process (both swept here)."""
+    if stale := remove_worktrees(tmp):
+        raise RuntimeError(f"{kind}: left its worktree {stale}")
+    live, _ = reap_leftovers()
+    if live:
+        raise RuntimeError(f"{kind}: left live processes {live}")
+
+
 def make_repo(root: Path, files: dict[str, str]) -> Path:
     root.mkdir(parents=True)
     for name, text in files.items():
@@ -560,8 +569,9 @@ def collect(samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def workspace(keep: bool) -> Iterator[Path]:
-    tmp = Path(tempfile.mkdtemp(prefix="prime-ci-bench-"))
+def workspace(keep: bool, prefix: str = "prime-ci-bench-") -> Iterator[Path]:
+    """A scratch directory; on the way out its runs' worktrees and leftover processes are swept."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
     try:
         yield tmp
     finally:
