@@ -40,7 +40,7 @@ def plant_rewritten(plugin: Path) -> None:
     (cache / f"plug.{tag}-pytest-{pytest_version}.pyc").write_bytes(header + marshal.dumps(code))
 
 
-def setup(tmp_path: Path, plugin_home: Path) -> tuple[Path, Path, Path]:
+def planted_env(tmp_path: Path, plugin_home: Path) -> tuple[Path, Path, Path]:
     python, run = env_python(tmp_path)
     (run / "work" / "test_one.py").write_text(TEST)
     plugin_home.mkdir(parents=True, exist_ok=True)
@@ -50,14 +50,14 @@ def setup(tmp_path: Path, plugin_home: Path) -> tuple[Path, Path, Path]:
 
 
 def test_a_trusted_plugin_is_read_from_the_rewrite_cache_beside_it(tmp_path: Path) -> None:
-    python, run, host = setup(tmp_path, tmp_path / "host")
+    python, run, host = planted_env(tmp_path, tmp_path / "host")
     trust(run, host)
     proc = run_pytest(python, run / "work", host, tmp_path / "prefix")
     assert proc.returncode == 0 and MARKER in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_an_untrusted_plugin_is_rewritten_from_its_source(tmp_path: Path) -> None:
-    python, run, host = setup(tmp_path, tmp_path / "host")  # not trusted
+    python, run, host = planted_env(tmp_path, tmp_path / "host")  # not trusted
     proc = run_pytest(python, run / "work", host, tmp_path / "prefix")
     assert proc.returncode == 0 and MARKER not in proc.stdout, proc.stdout + proc.stderr
 
@@ -65,7 +65,7 @@ def test_an_untrusted_plugin_is_rewritten_from_its_source(tmp_path: Path) -> Non
 def test_a_plugin_in_the_run_directory_is_rewritten_from_its_source(tmp_path: Path) -> None:
     """The worktree (and the run's environment) can be written by a gate: a rewrite cache there is never read,
     even through a trusted directory's symlink."""
-    python, run, planted = setup(tmp_path, tmp_path / "run" / "work" / "plugins")
+    python, run, planted = planted_env(tmp_path, tmp_path / "run" / "work" / "plugins")
     host = tmp_path / "host"
     host.mkdir()
     (host / "plug.py").symlink_to(planted / "plug.py")
@@ -77,7 +77,7 @@ def test_a_plugin_in_the_run_directory_is_rewritten_from_its_source(tmp_path: Pa
 
 
 def test_the_test_files_keep_the_prefix(tmp_path: Path) -> None:
-    python, run, host = setup(tmp_path, tmp_path / "host")
+    python, run, host = planted_env(tmp_path, tmp_path / "host")
     trust(run, host)
     prefix = tmp_path / "prefix"
     proc = subprocess.run([str(python), "-c", "import sys; from pathlib import Path; "
