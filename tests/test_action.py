@@ -95,8 +95,15 @@ def load_yaml(path: Path) -> Any:
 
 
 def base_env(tmp: Path) -> dict[str, str]:
+    """The environment of a job step. As on a runner, ``python3`` on PATH is an interpreter, not a version
+    manager's shim (a pyenv shim is a chain of shell scripts costing ~0.1 s of CPU per start)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIME_CI_", "INPUT_", "GITHUB_", "GH_"))}
-    env.update(HOME=str(tmp / "home"), GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=str(tmp / "home" / ".gitconfig"))
+    runner_bin = tmp / "runner-bin"
+    runner_bin.mkdir(exist_ok=True)
+    if not (runner_bin / "python3").exists():
+        (runner_bin / "python3").symlink_to(os.path.realpath(sys.executable))
+    env.update(HOME=str(tmp / "home"), GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=str(tmp / "home" / ".gitconfig"),
+               PATH=f"{runner_bin}{os.pathsep}{env.get('PATH', '')}")
     (tmp / "home").mkdir(exist_ok=True)
     return env
 
