@@ -1,0 +1,78 @@
+"""requirements.lock is exactly the resolved set of prime-ci with its dev extra: the test command installs it
+with ``--no-deps``, so a requirement missing from it would go uninstalled and an entry nothing requires would be
+installed for nothing (GitPython stayed in it long after prime-ci dropped it)."""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+ROOT = Path(__file__).resolve().parents[2]
+# the venv's own installers: pip is never locked; setuptools and wheel are, as the dev extra asks for them
+INSTALLER = {"pip"}
+SUPPORTED = ["3.11", "3.12", "3.13", "3.14"]
+
+
+def locked() -> dict[str, str]:
+    pins: dict[str, str] = {}
+    for line in (ROOT / "requirements.lock").read_text().splitlines():
+        name, sep, version = line.partition("==")
+        assert sep and name and version and line == line.strip(), f"not a plain pin: {line!r}"
+        pins[canonicalize_name(name)] = version
+    return pins
+
+
+def needed(requirements: list[str], extras: set[str], pythons: list[str]) -> list[Requirement]:
+    """The requirements that apply here with these extras, on any of these Python versions."""
+    base = {key: str(value) for key, value in default_environment().items()}
+    envs = [{**base, "python_version": v, "python_full_version": f"{v}.0", "extra": e}
+            for v in pythons for e in extras or {""}]
+    reqs = [Requirement(text) for text in requirements]
+    return [req for req in reqs if req.marker is None or any(req.marker.evaluate(env) for env in envs)]
+
+
+def closure(pythons: list[str]) -> dict[str, list[Requirement]]:
+    """Every distribution prime-ci[dev] needs, with the requirements naming it, walking the installed metadata
+    (a distribution needed only on another Python is not installed here: what it needs is not walked)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    todo = needed([*project["dependencies"], *project["optional-dependencies"]["dev"]], set(), pythons)
+    seen: dict[str, set[str]] = {}
+    named: dict[str, list[Requirement]] = {}
+    while todo:
+        req = todo.pop()
+        name = canonicalize_name(req.name)
+        named.setdefault(name, []).append(req)
+        if name in seen and req.extras <= seen[name]:
+            continue
+        seen[name] = seen.get(name, set()) | req.extras
+        try:
+            requires = metadata.distribution(name).requires or []
+        except metadata.PackageNotFoundError:
+            continue
+        todo.extend(needed(requires, set(req.extras), pythons))
+    return named
+
+
+def test_the_lock_is_the_resolved_set_and_every_pin_is_satisfied() -> None:
+    pins, here = locked(), f"{sys.version_info[0]}.{sys.version_info[1]}"
+    wanted = closure([here])
+    assert sorted(set(wanted) - set(pins) - INSTALLER) == [], "needed but not locked"
+    assert sorted(set(pins) - set(closure(SUPPORTED))) == [], "locked but nothing needs it"
+    unmet = [f"{req} (locked {pins[name]})" for name, reqs in wanted.items() if name in pins
+             for req in reqs if not req.specifier.contains(pins[name], prereleases=True)]
+    assert unmet == [], "pins outside what requires them"
+    for name, version in pins.items():
+        assert metadata.version(name) == version, f"{name}: installed {metadata.version(name)}, locked {version}"
+
+
+def test_the_lock_keeps_the_dropped_and_compromised_releases_out() -> None:
+    pins = locked()
+    assert "gitpython" not in pins, "host git goes through isolation/gitcall.py (README: Why the git CLI)"
+    litellm = tuple(int(p) for p in pins["litellm"].split(".")[:3])
+    assert (1, 108) <= litellm < (2,) and litellm[:2] != (1, 107) and litellm not in {(1, 82, 7), (1, 82, 8)}
