@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -35,8 +36,8 @@ BUGGY = {
 HANG = "import threading\nthreading.Event().wait()"
 
 # A pytest gate for the tests' repositories, without the plugins of prime-ci's dev environment (its interpreter is
-# the job's): a gate's bytecode cache is private to its run, so every gate compiles what it imports afresh, and
-# those plugins (hypothesis above all) cost about 2 s of CPU a gate. The output and the exit codes are pytest's own.
+# the job's): importing them (hypothesis above all) costs ~0.2 s of CPU a gate with pytest's rewrite cache beside
+# them (pytest_configure below), ~0.6 s without. The output and the exit codes are pytest's own.
 PYTEST_GATE = ("python -m pytest -q -p no:hypothesispytest -p no:benchmark -p no:xdist -p no:xdist.looponfail "
                "-p no:timeout -p no:anyio -p no:platformdirs")
 
@@ -45,6 +46,20 @@ FIX = (
     "p = Path('calc.py')\n"
     "p.write_text(p.read_text().replace('a - b', 'a + b'))\n"
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any worker starts: pytest's assertion-rewrite cache for the dev environment's plugins, written beside
+    their sources, as a job that ran its tests before prime-ci has it. Gates running this interpreter read that
+    cache (isolation/project_layer.py trusts it beside the interpreter's own files); without it, with
+    PYTHONDONTWRITEBYTECODE set as on this project's CI machines, every such gate rewrote hypothesis and the other
+    plugins again (~0.4 s of CPU a gate). The no-cache path has its own tests (test_host_rewrite_cache.py)."""
+    if hasattr(config, "workerinput"):
+        return
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTEST_ADDOPTS")}
+    with tempfile.TemporaryDirectory() as empty:  # no tests and no conftest: only the plugins load
+        subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", empty],
+                       cwd=empty, env=env, capture_output=True, timeout=300, check=False)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
