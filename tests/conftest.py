@@ -51,9 +51,10 @@ FIX = (
 def pytest_configure(config: pytest.Config) -> None:
     """Before any worker starts: pytest's assertion-rewrite cache for the dev environment's plugins, written beside
     their sources, as a job that ran its tests before prime-ci has it. Gates running this interpreter read that
-    cache (isolation/project_layer.py trusts it beside the interpreter's own files); without it, with
-    PYTHONDONTWRITEBYTECODE set as on this project's CI machines, every such gate rewrote hypothesis and the other
-    plugins again (~0.4 s of CPU a gate). The no-cache path has its own tests (test_host_rewrite_cache.py)."""
+    cache (isolation/project_layer.py trusts it beside the interpreter's own files). With PYTHONDONTWRITEBYTECODE
+    set, as on this project's CI machines, a fresh venv has none until some test's pytest happens to write it:
+    until then, and in every run of a subset, each such gate rewrote hypothesis and the other plugins again
+    (~0.4 s of CPU a gate). The no-cache path has its own tests (test_host_rewrite_cache.py)."""
     if hasattr(config, "workerinput"):
         return
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTEST_ADDOPTS")}
