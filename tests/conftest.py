@@ -54,18 +54,28 @@ def pytest_configure(config: pytest.Config) -> None:
     cache (isolation/project_layer.py trusts it beside the interpreter's own files). With PYTHONDONTWRITEBYTECODE
     set, as on this project's CI machines, a fresh venv has none until some test's pytest happens to write it:
     until then, and in every run of a subset, each such gate rewrote hypothesis and the other plugins again
-    (~0.4 s of CPU a gate). The no-cache path has its own tests (test_host_rewrite_cache.py)."""
+    (~0.4 s of CPU a gate). The no-cache path has its own tests (test_host_rewrite_cache.py).
+
+    Side effect: one pytest process writes bytecode (the rewrite cache and any missing ``.pyc``) into the venv's
+    site-packages, whatever PYTHONDONTWRITEBYTECODE says. A venv that cannot be written keeps the slower gates."""
     if hasattr(config, "workerinput"):
         return
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTEST_ADDOPTS")}
+    drop = ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "PYTEST_ADDOPTS")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     with tempfile.TemporaryDirectory() as empty:  # no tests and no conftest: only the plugins load
-        subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", empty],
-                       cwd=empty, env=env, capture_output=True, timeout=300, check=False)
+        ini = Path(empty) / "pytest.ini"  # the rootdir and configuration: nothing found above $TMPDIR applies
+        ini.write_text("[pytest]\n")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                            "-c", str(ini), "--rootdir", empty, empty],
+                           cwd=empty, env=env, capture_output=True, timeout=300, check=False)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests that start ``prime-ci`` first, then whole runs in process, the unit tier last (the order the suite
-    had before tests/runs existed, when a clean-clone run took ~15% less): a stable sort, so files keep their order."""
+    """The tests that start ``prime-ci`` first, then whole runs in process, the unit tier last: a stable sort, so
+    files keep their order. The long tests start early and the sub-second ones fill the end; with
+    ``--dist worksteal`` an idle worker takes tests queued on another, so the contiguous slices xdist deals out
+    first do not decide who finishes last."""
     def layer(item: pytest.Item) -> int:
         parts = Path(str(item.path)).relative_to(Path(__file__).parent).parts
         return {"runs": 1, "unit": 2}.get(parts[0], 0) if len(parts) > 1 else 0
