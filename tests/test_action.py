@@ -735,7 +735,8 @@ def fake_gh(tmp: Path) -> tuple[dict[str, str], Path]:
     gh = tmp / "fakebin" / "gh"
     gh.write_text(FAKE_GH.replace("#!/usr/bin/env python3", f"#!{sys.executable}", 1))
     gh.chmod(0o755)
-    env = {**base_env(tmp), "PATH": f"{tmp / 'fakebin'}{os.pathsep}{os.environ['PATH']}", "FAKE_GH_DIR": str(state)}
+    env = base_env(tmp)
+    env.update(PATH=f"{tmp / 'fakebin'}{os.pathsep}{env['PATH']}", FAKE_GH_DIR=str(state))
     return env, state
 
 
