@@ -251,6 +251,19 @@ def wait_until(condition: Callable[[], object], *, timeout: float = 60.0, what: 
         time.sleep(interval)
 
 
+# ``wait_until`` for a gate script (another process, often sandboxed): ``logged(text)`` returns once the file
+# named by ``log`` holds the bytes ``text``, and exits the script naming them after ``timeout`` seconds.
+LOGGED = """
+def logged(text, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.exists(log) and text in open(log, "rb").read():
+            return
+        time.sleep(0.02)
+    sys.exit(f"never logged: {text!r}")
+"""
+
+
 async def wait_until_async(condition: Callable[[], object], *, timeout: float = 60.0, what: str = "the condition",
                            interval: float = 0.02) -> None:
     """``wait_until`` for a test that must keep its event loop running (e.g. a gate task) while it waits."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUGGY, live_processes_with, make_repo, run_cli, run_prime, wait_until
+from conftest import BUGGY, LOGGED, live_processes_with, make_repo, run_cli, run_prime, wait_until
 from prime_ci.testing import ScriptedServer, contains, ipython, reply
 
 BOMB = """import os, shutil, sys
@@ -65,21 +65,11 @@ out.write(b"END " + token + b"\\n")
 
 SPLIT = """import os, sys, time
 log, token = sys.argv[1], os.environ["LIMITS_TEST_TOKEN"]
-
-
-def logged(text):
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if os.path.exists(log) and text in open(log, errors="replace").read():
-            return True
-        time.sleep(0.02)
-    sys.exit(f"never logged: {text}")
-
-
+""" + LOGGED + """
 print("BEFORE " + token[:20], end="", flush=True)
-logged("BEFORE")  # the host has the first half of the token: the rest comes in another read
+logged(b"BEFORE", 30)  # the host has the first half of the token: the rest comes in another read
 print(token[20:] + "\\nAFTER", flush=True)
-logged("AFTER")
+logged(b"AFTER", 30)
 print("STREAM", "LEAK" if token in open(log).read() else "CLEAN")
 """
 

@@ -6,24 +6,14 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from conftest import BUGGY, make_repo, run_inproc
+from conftest import BUGGY, LOGGED, make_repo, run_inproc
 from prime_ci.testing import ScriptedServer, ipython, reply
 from unit.isolation.format_chars import FOLD
 
 SPREAD_GATE = """import os, sys, time
 log, token = sys.argv[1], os.environ["HARDEN_TEST_TOKEN"]
 spread = "\\u200b".join(token).encode()
-
-
-def logged(text):
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if os.path.exists(log) and text in open(log, "rb").read():
-            return
-        time.sleep(0.02)
-    sys.exit(f"never logged: {text}")
-
-
+""" + LOGGED + """
 cut = len(spread) // 2 + 1  # inside a zero-width space's three bytes
 sys.stdout.buffer.write(b"BEFORE " + spread[:cut]); sys.stdout.flush()
 logged(b"BEFORE")  # the host has read the first part: the rest comes in another read
