@@ -98,14 +98,19 @@ def base_env(tmp: Path) -> dict[str, str]:
     """The environment of a job step. As on a runner, ``python3`` on PATH is an interpreter, not a version
     manager's shim (a pyenv shim is a chain of shell scripts costing ~0.1 s of CPU per start)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIME_CI_", "INPUT_", "GITHUB_", "GH_"))}
-    runner_bin = tmp / "runner-bin"
-    runner_bin.mkdir(exist_ok=True)
-    if not (runner_bin / "python3").exists():
-        (runner_bin / "python3").symlink_to(os.path.realpath(sys.executable))
     env.update(HOME=str(tmp / "home"), GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=str(tmp / "home" / ".gitconfig"),
-               PATH=f"{runner_bin}{os.pathsep}{env.get('PATH', '')}")
+               PATH=f"{runner_bin(tmp)}{os.pathsep}{env.get('PATH', '')}")
     (tmp / "home").mkdir(exist_ok=True)
     return env
+
+
+def runner_bin(tmp: Path) -> Path:
+    """A directory holding the job's ``python3``: the interpreter itself (what the tests' venv runs on)."""
+    path = tmp / "runner-bin"
+    path.mkdir(exist_ok=True)
+    if not (path / "python3").exists():
+        (path / "python3").symlink_to(os.path.realpath(sys.executable))
+    return path
 
 
 def read_outputs(path: Path) -> dict[str, str]:
@@ -429,9 +434,7 @@ def test_run_step_setup_failure_with_the_jobs_python(tmp_path: Path) -> None:
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(private)], check=True)
         (private / "bin" / "prime-ci").write_text(f'#!/usr/bin/env bash\nexec "{PRIME_CI}" "$@"\n')
         (private / "bin" / "prime-ci").chmod(0o755)
-        job_bin = tmp_path / "job-bin"
-        job_bin.mkdir()
-        (job_bin / "python3").symlink_to(os.path.realpath(sys.executable))
+        job_bin = runner_bin(tmp_path)
         repo = Path(flags["repo"])
         (repo / "generated.txt").write_text("made by an earlier step\n")
         setup = "# first\ntrue\n  printf 'Collecting flux\\n```injected\\nno network\\n' && exit 3\n"
