@@ -86,7 +86,7 @@ exec "{real}" "$@"
 
 def tool(name: str) -> str:
     path = shutil.which(name, path=str(BIN))
-    assert path, f"{name} is not installed next to {sys.executable}: pip install --no-deps -r requirements.lock -e ."
+    assert path, f"{name} is not installed next to {sys.executable}: run the README test command"
     return path
 
 
