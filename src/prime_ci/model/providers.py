@@ -15,6 +15,7 @@ and exceeds a whole turn of prime-ci's own work, so OpenAI-compatible endpoints 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import random
@@ -24,12 +25,15 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prime_ci.errors import ConfigError, ContextOverflow, ModelError
 from prime_ci.isolation.redact import redact
 from prime_ci.model.protocol import UNREADABLE, ModelReply, ToolCall
 from prime_ci.model.usage import Cost, Usage, usage_from
+
+if TYPE_CHECKING:
+    import ssl
 
 RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 # what providers and servers say when the prompt is past the window (OpenAI, vLLM, llama.cpp, Anthropic, Ollama)
@@ -196,6 +200,15 @@ class RetryingModel:
         return delay * random.uniform(0.75, 1.25)
 
 
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The verifying TLS context of every httpx client here, built once a process: each build reads the whole CA
+    bundle (~20 ms of CPU), and an httpx client builds one when it is created, https or not."""
+    import httpx
+
+    return httpx.create_ssl_context(trust_env=False)
+
+
 class OpenAICompatModel(RetryingModel):
     """``openai/MODEL`` at ``--api-base``: chat completions over one keep-alive httpx connection."""
 
@@ -213,7 +226,8 @@ class OpenAICompatModel(RetryingModel):
             self.pricer = pricer
         key = os.environ.get("OPENAI_API_KEY")
         self.headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._client = httpx.AsyncClient(headers=self.headers, timeout=None, trust_env=False)
+        self._client = httpx.AsyncClient(headers=self.headers, timeout=None, trust_env=False,
+                                         verify=tls_context())
         self._httpx = httpx
 
     async def attempt(
@@ -256,7 +270,8 @@ async def discover_window(api_base: str, model_id: str, headers: dict[str, str] 
     import httpx
 
     try:
-        async with httpx.AsyncClient(timeout=5.0, trust_env=False, headers=headers or {}) as client:
+        async with httpx.AsyncClient(timeout=5.0, trust_env=False, headers=headers or {},
+                                     verify=tls_context()) as client:
             response = await client.get(api_base.rstrip("/") + "/models")
         entries = response.json().get("data") or [] if response.status_code == 200 else []
     except (httpx.HTTPError, ValueError, AttributeError):
