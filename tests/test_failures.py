@@ -142,9 +142,9 @@ def test_node_preset_writes_junit(tmp_path: Path, env: dict[str, str]) -> None:
 BIG_TAP = """\
 const test = require('node:test');
 const assert = require('node:assert');
-const pad = 'x'.repeat(100);
-for (let i = 0; i < 6000; i++) {
-  if (i === 3000) test('the broken one', () => { assert.strictEqual(1, 2); });
+const pad = 'x'.repeat(700);  // long names: over 1 MiB of TAP from few tests (node's time is per test)
+for (let i = 0; i < 1000; i++) {
+  if (i === 500) test('the broken one', () => { assert.strictEqual(1, 2); });
   test(`passing test number ${i} ${pad}`, () => {});
 }
 """
@@ -589,7 +589,9 @@ def test_a_failure_in_the_middle_of_a_5mb_log_with_an_overlong_line(tmp_path: Pa
 def test_failures_and_their_details_are_bounded(tmp_path: Path) -> None:
     log = tmp_path / "out.log"
     huge_error = "".join(f"    line {i} of a very long error message {'y' * 1000}\n" for i in range(1500))
-    blocks = [f"not ok {i} - test {i}\n  ---\n  error: |-\n{huge_error}  ...\n" for i in range(120)]
+    short_error = "    one line\n"
+    blocks = [f"not ok {i} - test {i}\n  ---\n  error: |-\n{huge_error if i < 3 else short_error}  ...\n"
+              for i in range(120)]
     log.write_text("TAP version 13\n" + "".join(blocks))
     failures = scan_log_failures(log)
     assert len(failures) == MAX_FAILURES and failures[-1].test == f"test {MAX_FAILURES - 1}"
