@@ -248,7 +248,7 @@ def test_sigterm_stops_the_bench_with_130(tmp_path: Path) -> None:
 def test_refine_attaches_a_bench_ab_to_the_proposal(tmp_path: Path) -> None:
     from prime_ci.session.log import SessionLog
 
-    suite = replay_suite(tmp_path / "s", ["a", "b"])
+    suite = replay_suite(tmp_path / "s", ["a"])
     session = tmp_path / "session.jsonl"
     log = SessionLog.create(session, cwd=str(tmp_path))
     log.custom("prime_ci.run", {"run_id": "run-7", "task": TASK})
