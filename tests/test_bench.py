@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import PRIME_CI, PYTEST_GATE, live_processes_with, make_repo, run_cli, wait_until
+from conftest import PRIME_CI, PYTEST_GATE, cli_inproc, live_processes_with, make_repo, run_cli, wait_until
 from prime_ci.bench.model import BenchReport
 from prime_ci.testing import ScriptedServer, ipython, reply
 
@@ -39,6 +39,11 @@ def bench(args: list[str], cwd: Path, **kw: Any) -> subprocess.CompletedProcess[
     return run_cli(["bench", *args], cwd=cwd, timeout=600, **kw)
 
 
+def bench_inproc(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``bench`` in this process: for a bench that runs nothing (refusals, merges)."""
+    return cli_inproc(["bench", *args], cwd=cwd)
+
+
 def report(out: Path) -> BenchReport:
     return BenchReport.model_validate_json((out / "bench.json").read_bytes())
 
@@ -59,7 +64,7 @@ def test_shards_then_merge_equal_one_unsharded_bench(tmp_path: Path) -> None:
         assert part.shard == f"{i}/2" and len(part.tasks) == 1
         shards.append(part.tasks[0].id)
     assert sorted(shards) == ["a", "b"], "the shards must split the suite without overlap"
-    merged = bench(["--merge", "shard1", "shard2", "--out", "merged"], tmp_path)
+    merged = bench_inproc(["--merge", "shard1", "shard2", "--out", "merged"], tmp_path)
     assert merged.returncode == 0, merged.stderr
     one, joined = report(tmp_path / "whole"), report(tmp_path / "merged")
     assert verdicts(joined) == verdicts(one)
@@ -68,11 +73,11 @@ def test_shards_then_merge_equal_one_unsharded_bench(tmp_path: Path) -> None:
     for task in joined.tasks:  # run directories stay in the shards; the merged report links them
         assert (tmp_path / "merged" / task.run_dir / "result.json").is_file()
     assert "2/2 = 100.0 %" in (tmp_path / "merged" / "bench.md").read_text()
-    partial = bench(["--merge", "shard1", "--out", "partial", "--min-solve-rate", "1"], tmp_path)
+    partial = bench_inproc(["--merge", "shard1", "--out", "partial", "--min-solve-rate", "1"], tmp_path)
     assert partial.returncode == 2 and "shard(s) 2/2 missing" in partial.stderr
-    again = bench(["--merge", "shard1", "shard1", "shard2", "--out", "twice"], tmp_path)
+    again = bench_inproc(["--merge", "shard1", "shard1", "shard2", "--out", "twice"], tmp_path)
     assert again.returncode == 2 and "shard 1/2 given twice" in again.stderr
-    empty = bench([str(suite), "--shard", "3/3", "--out", "empty"], tmp_path)
+    empty = bench_inproc([str(suite), "--shard", "3/3", "--out", "empty"], tmp_path)
     assert empty.returncode == 2 and "--shard 3/3 has no tasks: the suite has 2" in empty.stderr
 
 
@@ -106,7 +111,7 @@ def test_a_killed_bench_reruns_only_unfinished_tasks(tmp_path: Path) -> None:
     assert edited.returncode == 0, edited.stderr
     assert "2 finished earlier" in edited.stderr and "] c @default" in edited.stderr
     assert "] a @default" not in edited.stderr and "] b @default" not in edited.stderr
-    other = bench([str(suite), "--out", str(out), "--repeat", "2"], tmp_path)
+    other = bench_inproc([str(suite), "--out", str(out), "--repeat", "2"], tmp_path)
     assert other.returncode == 2 and "holds another bench (repeat: 1 then, 2 now)" in other.stderr
 
 
@@ -122,7 +127,7 @@ def test_thresholds_fail_the_job(tmp_path: Path) -> None:
     short = next(t for t in data["tasks"] if t["id"] == "short")
     assert not short["solved"] and short["stop_reason"] == "max_turns"
     assert "max_turns" in (tmp_path / "o" / "bench.md").read_text()
-    regression = bench([str(suite), "--out", "o2", "--max-regression", "0.1"], tmp_path)
+    regression = bench_inproc([str(suite), "--out", "o2", "--max-regression", "0.1"], tmp_path)
     assert regression.returncode == 2 and "two or more --harness" in regression.stderr
 
 
@@ -185,7 +190,7 @@ def test_swe_bench_instance_with_a_local_mirror_keeps_the_hidden_tests_hidden(
 ])
 def test_suite_errors_are_one_line_and_exit_2(tmp_path: Path, suite: str, message: str) -> None:
     (tmp_path / "s.toml").write_text(suite)
-    proc = bench(["s.toml", "--out", "o"], tmp_path)
+    proc = bench_inproc(["s.toml", "--out", "o"], tmp_path)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
 
@@ -193,14 +198,14 @@ def test_suite_errors_are_one_line_and_exit_2(tmp_path: Path, suite: str, messag
 def test_swe_bench_needs_a_mirror(tmp_path: Path) -> None:
     (tmp_path / "i.json").write_text(json.dumps([{"instance_id": "a__b-1", "repo": "a/b", "base_commit": "x",
                                                   "problem_statement": "p"}]))
-    assert "--mirror" in bench(["i.json"], tmp_path).stderr
+    assert "--mirror" in bench_inproc(["i.json"], tmp_path).stderr
     (tmp_path / "m").mkdir()
-    proc = bench(["i.json", "--mirror", "m"], tmp_path)
+    proc = bench_inproc(["i.json", "--mirror", "m"], tmp_path)
     assert proc.returncode == 2 and "no local clone of a/b" in proc.stderr
     (tmp_path / "m" / "a__b").mkdir()
     (tmp_path / "bad.jsonl").write_text(json.dumps({"instance_id": "a__b-2", "repo": "a/b", "base_commit": "x",
                                                     "problem_statement": "p", "FAIL_TO_PASS": "[oops"}) + "\n")
-    bad = bench(["bad.jsonl", "--mirror", "m"], tmp_path)
+    bad = bench_inproc(["bad.jsonl", "--mirror", "m"], tmp_path)
     assert bad.returncode == 2 and "FAIL_TO_PASS is not a JSON list" in bad.stderr and "Traceback" not in bad.stderr
 
 
