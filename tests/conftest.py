@@ -265,6 +265,31 @@ def logged(text, timeout=60):
     sys.exit(f"never logged: {text!r}")
 """
 
+# ``wait_until`` for code in a kernel cell (another process, often sandboxed), without a polling interval:
+# ``until(condition, directories, what)`` checks ``condition`` again whenever an entry of one of ``directories`` is
+# created, written, renamed into place or touched (inotify, watched before the first check, so no change is
+# missed), and fails naming ``what`` after ``timeout`` seconds.
+UNTIL = """
+import ctypes as _ctypes, os as _os, select as _select, time as _time
+def until(condition, directories, what, timeout=120):
+    libc = _ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(_os.O_CLOEXEC)
+    if fd < 0:
+        raise OSError(_ctypes.get_errno(), 'inotify_init1')
+    try:
+        for directory in directories:  # IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE, IN_MOVED_TO, IN_CREATE
+            if libc.inotify_add_watch(fd, _os.fsencode(str(directory)), 0x2 | 0x4 | 0x8 | 0x80 | 0x100) < 0:
+                raise OSError(_ctypes.get_errno(), f'inotify_add_watch {directory}')
+        deadline = _time.monotonic() + timeout
+        while not condition():
+            left = deadline - _time.monotonic()
+            assert left > 0, f'timed out after {timeout}s waiting for {what}'
+            if _select.select([fd], [], [], left)[0]:
+                _os.read(fd, 1 << 16)
+    finally:
+        _os.close(fd)
+"""
+
 
 async def wait_until_async(condition: Callable[[], object], *, timeout: float = 60.0, what: str = "the condition",
                            interval: float = 0.02) -> None:

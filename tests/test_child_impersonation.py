@@ -7,14 +7,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from conftest import BUGGY, make_repo, run_prime
+from conftest import BUGGY, UNTIL, make_repo, run_prime
 from prime_ci.testing import ScriptedServer, contains, ipython, reply
 
 # A cell of the root agent, as a same-user attacker with --sandbox off: find the child host's process, take every
 # token-shaped value from its environment and (once the host has its token: the child's first reply is in its
 # session) from its memory, and try each on the children's bridge as that child.
-IMPERSONATE = r'''
-import json, os, pathlib, re, socket, time
+IMPERSONATE = UNTIL + r'''
+import json, os, pathlib, re, socket
 h = await rlm('stay idle', name='victim')
 spec_path = pathlib.Path(h['session_dir']) / 'spec.json'
 def host_pid():
@@ -24,10 +24,10 @@ def host_pid():
                 return int(p.name)
         except OSError:
             pass
-pid = None
-while pid is None:
-    time.sleep(0.02)
-    pid = host_pid()
+# the host is started when rlm returns, but its command line may not be readable yet: look again whenever its
+# session directory changes (it writes there as it comes up)
+until(lambda: host_pid() is not None, [spec_path.parent], 'the child host process')
+pid = host_pid()
 HEX = rb'(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])'
 try:
     environ = open(f'/proc/{pid}/environ', 'rb').read()
@@ -39,8 +39,8 @@ candidates = set(re.findall(HEX, environ))
 ours = set(re.findall(HEX, open('/proc/self/environ', 'rb').read()))  # the run's marker: in every process
 print('HOST-ONLY VALUES', len(candidates - ours))
 session = pathlib.Path(h['session_dir']) / 'session.jsonl'
-while 'idle child' not in (session.read_text() if session.exists() else ''):
-    time.sleep(0.02)
+until(lambda: 'idle child' in (session.read_text() if session.exists() else ''), [session.parent],
+      "the child's first reply in its session")
 try:
     with open(f'/proc/{pid}/maps') as maps, open(f'/proc/{pid}/mem', 'rb') as mem:
         for line in maps:

@@ -36,21 +36,17 @@ while len(blocks) < 64:  # 2 GiB: over the limit, and bounded if the limit is br
     blocks.append(bytes([len(blocks) % 256]) * (32 << 20))
 print("allocated", len(blocks) * 32, "MiB")
 """
-DAEMON = """import subprocess, sys, time
+DAEMON = """import os, subprocess, sys
 marker = sys.argv[1]
-subprocess.Popen(["setsid", "env", "-i", "bash", "-c", 'exec -a "$0" sleep 1000', marker], stdin=subprocess.DEVNULL,
-                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-deadline = time.monotonic() + 30
-while time.monotonic() < deadline:
-    for pid in filter(str.isdigit, __import__("os").listdir("/proc")):
-        try:
-            if marker.encode() in open(f"/proc/{pid}/cmdline", "rb").read() and pid != str(__import__("os").getpid()):
-                print("DAEMON UP", marker)
-                sys.exit(0)
-        except OSError:
-            pass
-    time.sleep(0.02)
-sys.exit("the daemon did not start")
+ready, write_end = os.pipe()
+# the daemon says it is up on the pipe once setsid has made it a session of its own; EOF if it died before
+daemon = subprocess.Popen(["setsid", "env", "-i", "bash", "-c", f'echo up >&{write_end}; exec {write_end}>&-; '
+                           'exec -a "$0" sleep 1000', marker], pass_fds=(write_end,), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+os.close(write_end)
+if os.read(ready, 16) != b"up\\n" or os.getsid(daemon.pid) != daemon.pid:
+    sys.exit("the daemon did not start")
+print("DAEMON UP", marker)
 """
 SHOUT = """import os, sys
 token = os.environ["LIMITS_TEST_TOKEN"].encode()

@@ -7,15 +7,13 @@ import json
 import re
 from pathlib import Path
 
-from conftest import run_inproc
+from conftest import UNTIL, run_inproc
 from prime_ci.testing import ScriptedServer, contains, ipython, reply
 from runs.children.child_probes import PIDS, cmd_has, is_child, last_tool_output
 
-BARRIER = (
-    "import os, pathlib, time\nhome = pathlib.Path(os.environ['HOME'])\n(home / '{name}.wrote').touch()\n"
-    "deadline = time.monotonic() + 120\n"
-    "while not all((home / f'{{n}}.wrote').exists() for n in ('left', 'right')):\n"
-    "    assert time.monotonic() < deadline, 'the sibling never wrote'\n    time.sleep(0.02)\n"
+BARRIER = UNTIL.replace("{", "{{").replace("}", "}}") + (
+    "import os, pathlib\nhome = pathlib.Path(os.environ['HOME'])\n(home / '{name}.wrote').touch()\n"
+    "until(lambda: all((home / f'{{n}}.wrote').exists() for n in ('left', 'right')), [home], 'the sibling to write')\n"
 )
 
 
@@ -130,10 +128,17 @@ def test_isolated_worktrees_do_not_clobber(tmp_path: Path, buggy_repo: Path, ser
         # the children's two messages wake the root once (both at once) or twice (the second then arrives with
         # the next cell's result): either way the script's next step is the cell, any later wake-up the default
         reply("waiting"),
-        ipython("while any(c['status'] == 'running' for c in await rlm.list_subagents()):\n"
-                "    await asyncio.sleep(0.2)\n"
-                "import subprocess\nfor b in ('rlm/left', 'rlm/right'):\n"
-                "    print(b, subprocess.run(['git', 'show', f'{b}:calc.py'], capture_output=True, text=True).stdout)\n"
+        # each child commits its branch when its turn ends: the cell waits for both commits (refs renamed into
+        # place in the common git dir), then reads them
+        ipython(UNTIL + "import subprocess\n"
+                "def show(b):\n"
+                "    return subprocess.run(['git', 'show', f'{b}:calc.py'], capture_output=True, text=True).stdout\n"
+                "common = subprocess.run(['git', 'rev-parse', '--path-format=absolute', '--git-common-dir'],\n"
+                "                        capture_output=True, text=True, check=True).stdout.strip()\n"
+                "until(lambda: all(f'written by {n}' in show(f'rlm/{n}') for n in ('left', 'right')),\n"
+                "      [f'{common}/refs/heads/rlm'], 'both children to commit their branches')\n"
+                "for b in ('rlm/left', 'rlm/right'):\n"
+                "    print(b, show(b))\n"
                 "print('MINE', open('calc.py').read())"),
         reply("all done"),
     )
