@@ -253,22 +253,10 @@ def wait_until(condition: Callable[[], object], *, timeout: float = 60.0, what: 
         time.sleep(interval)
 
 
-# ``wait_until`` for a gate script (another process, often sandboxed): ``logged(text)`` returns once the file
-# named by ``log`` holds the bytes ``text``, and exits the script naming them after ``timeout`` seconds.
-LOGGED = """
-def logged(text, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if os.path.exists(log) and text in open(log, "rb").read():
-            return
-        time.sleep(0.02)
-    sys.exit(f"never logged: {text!r}")
-"""
-
-# ``wait_until`` for code in a kernel cell (another process, often sandboxed), without a polling interval:
-# ``until(condition, directories, what)`` checks ``condition`` again whenever an entry of one of ``directories`` is
-# created, written, renamed into place or touched (inotify, watched before the first check, so no change is
-# missed), and fails naming ``what`` after ``timeout`` seconds.
+# ``wait_until`` for code in a kernel cell or a script (another process, often sandboxed), without a polling
+# interval: ``until(condition, directories, what)`` checks ``condition`` again whenever an entry of one of
+# ``directories`` is created, written, renamed into place or touched (inotify, watched before the first check, so
+# no change is missed), and fails naming ``what`` after ``timeout`` seconds.
 UNTIL = """
 import ctypes as _ctypes, os as _os, select as _select, time as _time
 def until(condition, directories, what, timeout=120):
@@ -288,6 +276,14 @@ def until(condition, directories, what, timeout=120):
                 _os.read(fd, 1 << 16)
     finally:
         _os.close(fd)
+"""
+
+# ``until`` for a gate script that waits for the host: ``logged(text)`` returns once the file named by ``log``
+# holds the bytes ``text`` (looked at again as the host writes it), and fails naming them after ``timeout`` seconds.
+LOGGED = UNTIL + """
+def logged(text, timeout=60):
+    until(lambda: _os.path.exists(log) and text in open(log, "rb").read(), [_os.path.dirname(log)],
+          f"the host to log {text!r}", timeout)
 """
 
 

@@ -59,7 +59,7 @@ for _ in range(800 * (1 << 20) // len(block)):
 out.write(b"END " + token + b"\\n")
 """
 
-SPLIT = """import os, sys, time
+SPLIT = """import os, sys
 log, token = sys.argv[1], os.environ["LIMITS_TEST_TOKEN"]
 """ + LOGGED + """
 print("BEFORE " + token[:20], end="", flush=True)

@@ -11,7 +11,7 @@ from conftest import UNTIL, run_inproc
 from prime_ci.testing import ScriptedServer, contains, ipython, reply
 from runs.children.child_probes import PIDS, cmd_has, is_child, last_tool_output
 
-BARRIER = UNTIL.replace("{", "{{").replace("}", "}}") + (
+BARRIER = (  # after UNTIL in the cell
     "import os, pathlib\nhome = pathlib.Path(os.environ['HOME'])\n(home / '{name}.wrote').touch()\n"
     "until(lambda: all((home / f'{{n}}.wrote').exists() for n in ('left', 'right')), [home], 'the sibling to write')\n"
 )
@@ -117,7 +117,7 @@ def test_isolated_worktrees_do_not_clobber(tmp_path: Path, buggy_repo: Path, ser
     for name in ("left", "right"):
         server.route(contains(f"write as {name}"), [
             # both write before either reads back (a barrier in the shared HOME): shared worktrees would clobber
-            ipython(f"open('calc.py', 'w').write('# written by {name}\\n')\n" + BARRIER.format(name=name)
+            ipython(UNTIL + f"open('calc.py', 'w').write('# written by {name}\\n')\n" + BARRIER.format(name=name)
                     + "print(open('calc.py').read())"),
             ipython(f"print(await agent_message.send('{name} wrote', receiver_role='parent'))"),
             reply("done"),

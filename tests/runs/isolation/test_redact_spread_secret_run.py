@@ -10,7 +10,7 @@ from conftest import BUGGY, LOGGED, make_repo, run_inproc
 from prime_ci.testing import ScriptedServer, ipython, reply
 from unit.isolation.format_chars import FOLD
 
-SPREAD_GATE = """import os, sys, time
+SPREAD_GATE = """import os, sys
 log, token = sys.argv[1], os.environ["HARDEN_TEST_TOKEN"]
 spread = "\\u200b".join(token).encode()
 """ + LOGGED + """
