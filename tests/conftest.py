@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import compileall
 import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -21,6 +23,7 @@ from typing import Any
 
 import pytest
 
+import prime_ci
 from prime_ci.isolation.worktree import Worktree
 from prime_ci.testing import RecordedRequest, ScriptedServer
 
@@ -36,8 +39,9 @@ BUGGY = {
 HANG = "import threading\nthreading.Event().wait()"
 
 # A pytest gate for the tests' repositories, without the plugins of prime-ci's dev environment (its interpreter is
-# the job's): importing them (hypothesis above all) costs ~0.2 s of CPU a gate with pytest's rewrite cache beside
-# them (pytest_configure below), ~0.6 s without. The output and the exit codes are pytest's own.
+# the job's): importing them cost ~0.2 s of CPU a gate with pytest's rewrite cache beside them (pytest_configure
+# below), ~0.6 s without, when hypothesis was among them (the nightly tier's environment still has it). The output
+# and the exit codes are pytest's own.
 PYTEST_GATE = ("python -m pytest -q -p no:hypothesispytest -p no:benchmark -p no:xdist -p no:xdist.looponfail "
                "-p no:timeout -p no:anyio -p no:platformdirs")
 
@@ -60,6 +64,10 @@ def pytest_configure(config: pytest.Config) -> None:
     site-packages, whatever PYTHONDONTWRITEBYTECODE says. A venv that cannot be written keeps the slower gates."""
     if hasattr(config, "workerinput"):
         return
+    # prime-ci's own bytecode, as an installed prime-ci has it (pip compiles at install): an editable install
+    # under PYTHONDONTWRITEBYTECODE has none, and every prime-ci process the tests start (~300: runs, bench
+    # tasks, children) compiled ~100 modules again (~0.1 s of CPU each). The bundled projects are data.
+    compileall.compile_dir(Path(prime_ci.__file__).parent, quiet=1, rx=re.compile(r"/(demo/repo|bench_demo/repos)/"))
     drop = ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "PYTEST_ADDOPTS")
     env = {k: v for k, v in os.environ.items() if k not in drop}
     with tempfile.TemporaryDirectory() as empty:  # no tests and no conftest: only the plugins load
