@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from prime_ci.engine.config import build_config, file_settings
 from prime_ci.errors import PrimeCIError
@@ -26,6 +24,10 @@ from prime_ci.gates.runner import load_gate_files
 from prime_ci.kernel.bridge import Bridge
 from prime_ci.model.providers import OpenAICompatModel, ProviderError
 from prime_ci.session.log import read_session
+
+pytest.importorskip("hypothesis", reason="hypothesis: the nightly tier installs requirements-fuzz.lock")
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytestmark = pytest.mark.nightly
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

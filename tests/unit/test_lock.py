@@ -1,6 +1,7 @@
 """requirements.lock is exactly the resolved set of prime-ci with its dev extra: the test command installs it
 with ``--no-deps``, so a requirement missing from it would go uninstalled and an entry nothing requires would be
-installed for nothing (GitPython stayed in it long after prime-ci dropped it)."""
+installed for nothing (GitPython stayed in it long after prime-ci dropped it). requirements-fuzz.lock is what the
+fuzz extra adds to it, installed for the nightly tier only."""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ INSTALLER = {"pip"}
 SUPPORTED = ["3.11", "3.12", "3.13", "3.14"]
 
 
-def locked() -> dict[str, str]:
+def locked(name: str = "requirements.lock") -> dict[str, str]:
     pins: dict[str, str] = {}
-    for line in (ROOT / "requirements.lock").read_text().splitlines():
+    for line in (ROOT / name).read_text().splitlines():
         name, sep, version = line.partition("==")
         assert sep and name and version and line == line.strip(), f"not a plain pin: {line!r}"
         pins[canonicalize_name(name)] = version
@@ -38,11 +39,11 @@ def needed(requirements: list[str], extras: set[str], pythons: list[str]) -> lis
     return [req for req in reqs if req.marker is None or any(req.marker.evaluate(env) for env in envs)]
 
 
-def closure(pythons: list[str]) -> dict[str, list[Requirement]]:
-    """Every distribution prime-ci[dev] needs, with the requirements naming it, walking the installed metadata
+def closure(pythons: list[str], extra: str = "dev") -> dict[str, list[Requirement]]:
+    """Every distribution prime-ci[extra] needs, with the requirements naming it, walking the installed metadata
     (a distribution needed only on another Python is not installed here: what it needs is not walked)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    todo = needed([*project["dependencies"], *project["optional-dependencies"]["dev"]], set(), pythons)
+    todo = needed([*project["dependencies"], *project["optional-dependencies"][extra]], set(), pythons)
     seen: dict[str, set[str]] = {}
     named: dict[str, list[Requirement]] = {}
     while todo:
@@ -69,6 +70,21 @@ def test_the_lock_is_the_resolved_set_and_every_pin_is_satisfied() -> None:
              for req in reqs if not req.specifier.contains(pins[name], prereleases=True)]
     assert unmet == [], "pins outside what requires them"
     for name, version in pins.items():
+        assert installed(name) == version, f"{name}: installed {installed(name)}, locked {version}"
+
+
+def test_the_fuzz_lock_is_what_the_fuzz_extra_adds() -> None:
+    pins, fuzz, here = locked(), locked("requirements-fuzz.lock"), f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert sorted(set(fuzz) & set(pins)) == [], "in both locks"
+    wanted = closure([here], "fuzz")
+    assert sorted(set(wanted) - set(pins) - set(fuzz) - INSTALLER) == [], "needed but not locked"
+    unmet = [f"{req} (locked {fuzz[name]})" for name, reqs in wanted.items() if name in fuzz
+             for req in reqs if not req.specifier.contains(fuzz[name], prereleases=True)]
+    assert unmet == [], "pins outside what requires them"
+    if installed("hypothesis") is None:  # the PR tier's environment: what hypothesis needs cannot be walked here
+        return
+    assert sorted(set(fuzz) - set(closure(SUPPORTED, "fuzz"))) == [], "locked but nothing needs it"
+    for name, version in fuzz.items():
         assert installed(name) == version, f"{name}: installed {installed(name)}, locked {version}"
 
 

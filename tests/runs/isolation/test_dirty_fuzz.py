@@ -10,11 +10,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
 
 from conftest import make_repo
 from prime_ci.isolation.worktree import create_worktree
+
+pytest.importorskip("hypothesis", reason="hypothesis: the nightly tier installs requirements-fuzz.lock")
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 pytestmark = pytest.mark.nightly
 
