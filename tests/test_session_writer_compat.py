@@ -107,7 +107,9 @@ def sent(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def session(path: Path) -> Entries:
-    return [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+    """The complete records: while the run writes, the last line may not have its newline yet."""
+    data = path.read_bytes()
+    return [json.loads(line) for line in data[: data.rfind(b"\n") + 1].splitlines() if line.strip()]
 
 
 class OnDisk:
