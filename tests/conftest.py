@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import compileall
 import contextlib
+import fcntl
 import io
 import json
 import os
@@ -246,6 +247,25 @@ def live_processes_with(marker: str) -> list[int]:
             except OSError:
                 continue
     return alive
+
+
+def built_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """A directory ``build`` fills once per test session, whichever xdist worker asks first; the others wait on a
+    lock and reuse it. For costly read-only module fixtures: ``--dist worksteal`` may split a module's tests over
+    workers, and each worker would otherwise build the fixture again. After a failed build the next caller
+    starts again from an empty directory (and fails the same way)."""
+    root = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's directory, shared by its workers
+    target = root / f"once-{name}"
+    with open(root / f"once-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / ".built").exists():
+            shutil.rmtree(target, ignore_errors=True)
+            target.mkdir()
+            build(target)
+            (target / ".built").touch()
+    return target
 
 
 # --- waiting on conditions (never on fixed sleeps): generous deadlines, since a loaded runner is slow ---------

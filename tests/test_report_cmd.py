@@ -6,13 +6,12 @@ import copy
 import json
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import PRIME_CI, PYTEST_GATE, run_cli
+from conftest import PRIME_CI, PYTEST_GATE, built_once, run_cli
 from prime_ci.artifacts.multireport import aggregate
 from prime_ci.demo import demo_flags
 from prime_ci.errors import ConfigError
@@ -26,22 +25,17 @@ def demo_args(flags: dict[str, Any], out: Path, *extra: str) -> list[str]:
     return [*args, *extra]
 
 
-@pytest.fixture(scope="module")
-def shards(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Path]]:
-    """Three real runs of the demo, as three matrix shards would leave them: completed, gates red, out of turns."""
-    root = tmp_path_factory.mktemp("shards")
+def _three_shards(root: Path) -> None:
     variants = {"a": ["--max-turns", "12"], "b": ["--max-gate-retries", "0"], "c": ["--max-turns", "1"]}
-    cleanups, procs, outs = [], [], []
-    for name, extra in variants.items():
-        flags, cleanup = demo_flags(None)
-        cleanups.append(cleanup)
-        outs.append(root / f"shard-{name}")
-        procs.append(subprocess.Popen([PRIME_CI, *demo_args(flags, outs[-1], *extra)], cwd=root,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))  # fmt: skip
+    cleanups, procs = [], []
     try:
+        for name, extra in variants.items():
+            flags, cleanup = demo_flags(None)
+            cleanups.append(cleanup)
+            procs.append(subprocess.Popen([PRIME_CI, *demo_args(flags, root / f"shard-{name}", *extra)], cwd=root,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))  # fmt: skip
         codes = [p.wait(timeout=240) for p in procs]
         assert codes == [0, 1, 3], [p.stderr.read() if p.stderr else "" for p in procs]
-        yield outs
     finally:
         for p in procs:
             if p.poll() is None:
@@ -51,6 +45,14 @@ def shards(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Path]]:
                     stream.close()
         for cleanup in cleanups:
             cleanup()
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Three real runs of the demo, as three matrix shards would leave them: completed, gates red, out of turns
+    (built once for the session: the tests only read them)."""
+    root = built_once(tmp_path_factory, "report-shards", _three_shards)
+    return [root / f"shard-{name}" for name in "abc"]
 
 
 def read(path: Path) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_repo, run_inproc
+from conftest import built_once, make_repo, run_inproc
 from prime_ci.testing import ScriptedServer, reply
 
 MIT_PROJECT = {
@@ -41,10 +41,7 @@ def repack(name: str, dest: Path) -> Path:
     return wheel
 
 
-@pytest.fixture(scope="module")
-def job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(the job's python: a venv with ensurepip's setuptools and ``wheel``, a directory with setuptools >= 77)."""
-    root = tmp_path_factory.mktemp("job")
+def _job(root: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True, capture_output=True)
     python = root / "venv" / "bin" / "python"
     old = subprocess.run([str(python), "-c", "import setuptools; print(setuptools.__version__)"],
@@ -57,7 +54,14 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     wheels = root / "wheels"
     wheels.mkdir()
     assert int(repack("setuptools", wheels).name.split("-")[1].split(".")[0]) >= 77
-    return python, wheels
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(the job's python: a venv with ensurepip's setuptools and ``wheel``, a directory with setuptools >= 77),
+    built once for the session: each test checks that its run left the venv as it found it."""
+    root = built_once(tmp_path_factory, "build-isolation-job", _job)
+    return root / "venv" / "bin" / "python", root / "wheels"
 
 
 def _venv_packages(python: Path) -> str:
