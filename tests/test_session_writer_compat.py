@@ -121,8 +121,7 @@ class OnDisk:
         self.lock = threading.Lock()
 
     def __call__(self, body: dict[str, Any]) -> Step | None:
-        data = self.log.read_bytes()
-        entries = [json.loads(line) for line in data[: data.rfind(b"\n") + 1].splitlines()]
+        entries = session(self.log)
         with self.lock:
             self.seen.append((body, entries[1:]))
         return self.steps.pop(0) if self.steps else None

@@ -19,11 +19,12 @@ ROOT = Path(__file__).resolve().parents[2]
 # the venv's own installers: pip is never locked; setuptools and wheel are, as the dev extra asks for them
 INSTALLER = {"pip"}
 SUPPORTED = ["3.11", "3.12", "3.13", "3.14"]
+HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
-def locked(name: str = "requirements.lock") -> dict[str, str]:
+def locked(file: str = "requirements.lock") -> dict[str, str]:
     pins: dict[str, str] = {}
-    for line in (ROOT / name).read_text().splitlines():
+    for line in (ROOT / file).read_text().splitlines():
         name, sep, version = line.partition("==")
         assert sep and name and version and line == line.strip(), f"not a plain pin: {line!r}"
         pins[canonicalize_name(name)] = version
@@ -61,31 +62,36 @@ def closure(pythons: list[str], extra: str = "dev") -> dict[str, list[Requiremen
     return named
 
 
+def outside(pins: dict[str, str], wanted: dict[str, list[Requirement]]) -> list[str]:
+    """The pins that a requirement naming them does not accept."""
+    return [f"{req} (locked {pins[name]})" for name, reqs in wanted.items() if name in pins
+            for req in reqs if not req.specifier.contains(pins[name], prereleases=True)]
+
+
+def installed_otherwise(pins: dict[str, str]) -> list[str]:
+    return [f"{name}: installed {installed(name)}, locked {version}" for name, version in pins.items()
+            if installed(name) != version]
+
+
 def test_the_lock_is_the_resolved_set_and_every_pin_is_satisfied() -> None:
-    pins, here = locked(), f"{sys.version_info[0]}.{sys.version_info[1]}"
-    wanted = closure([here])
+    pins = locked()
+    wanted = closure([HERE])
     assert sorted(set(wanted) - set(pins) - INSTALLER) == [], "needed but not locked"
     assert sorted(set(pins) - set(closure(SUPPORTED))) == [], "locked but nothing needs it"
-    unmet = [f"{req} (locked {pins[name]})" for name, reqs in wanted.items() if name in pins
-             for req in reqs if not req.specifier.contains(pins[name], prereleases=True)]
-    assert unmet == [], "pins outside what requires them"
-    for name, version in pins.items():
-        assert installed(name) == version, f"{name}: installed {installed(name)}, locked {version}"
+    assert outside(pins, wanted) == [], "pins outside what requires them"
+    assert installed_otherwise(pins) == []
 
 
 def test_the_fuzz_lock_is_what_the_fuzz_extra_adds() -> None:
-    pins, fuzz, here = locked(), locked("requirements-fuzz.lock"), f"{sys.version_info[0]}.{sys.version_info[1]}"
+    pins, fuzz = locked(), locked("requirements-fuzz.lock")
     assert sorted(set(fuzz) & set(pins)) == [], "in both locks"
-    wanted = closure([here], "fuzz")
+    wanted = closure([HERE], "fuzz")
     assert sorted(set(wanted) - set(pins) - set(fuzz) - INSTALLER) == [], "needed but not locked"
-    unmet = [f"{req} (locked {fuzz[name]})" for name, reqs in wanted.items() if name in fuzz
-             for req in reqs if not req.specifier.contains(fuzz[name], prereleases=True)]
-    assert unmet == [], "pins outside what requires them"
+    assert outside(fuzz, wanted) == [], "pins outside what requires them"
     if installed("hypothesis") is None:  # the PR tier's environment: what hypothesis needs cannot be walked here
         return
     assert sorted(set(fuzz) - set(closure(SUPPORTED, "fuzz"))) == [], "locked but nothing needs it"
-    for name, version in fuzz.items():
-        assert installed(name) == version, f"{name}: installed {installed(name)}, locked {version}"
+    assert installed_otherwise(fuzz) == []
 
 
 def installed(name: str) -> str | None:
