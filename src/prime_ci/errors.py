@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class PrimeCIError(Exception):
     """Base class; ``exit_code`` is what the CLI exits with."""
@@ -52,4 +54,8 @@ class ContextOverflow(ModelError):
 
 
 class KernelLost(PrimeCIError):
-    """The kernel died and could not be brought back."""
+    """The kernel died and could not be brought back (``log``: its output, when it never started)."""
+
+    def __init__(self, message: str, log: Path | None = None) -> None:
+        super().__init__(message)
+        self.log = log

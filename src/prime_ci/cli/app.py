@@ -82,7 +82,7 @@ def print_outcome(result: dict[str, Any], as_json: bool) -> int:
 
     say(f"[bold {color}]{result['stop_reason']}[/] (exit {code}) · {usage['turns']} turns · "
         f"{usage['total_tokens']} tokens · {result['wall_s']:.1f}s · artifacts: {escape(str(result['out_dir']))}")
-    if result["stop_reason"] in ("model_error", "setup_failed") and result.get("detail"):
+    if result["stop_reason"] in ("model_error", "setup_failed", "sandbox_unavailable") and result.get("detail"):
         say(f"{result['stop_reason']}: {escape(str(result['detail']).splitlines()[0])}")
     if as_json:
         click.echo(json.dumps(result, indent=2))

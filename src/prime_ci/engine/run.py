@@ -31,6 +31,7 @@ from prime_ci.engine.environment import (
     take_back,
 )
 from prime_ci.engine.from_session import go_on
+from prime_ci.engine.kernel_start import kernel_failed
 from prime_ci.engine.prepare import Prepared
 from prime_ci.engine.progress import Progress, start_ticker, stop_ticker
 from prime_ci.engine.resume import ResumeState, last_assistant
@@ -212,7 +213,10 @@ class Run:
         assert builder is not None
         await builder.start(self.say)
         with doing("kernel start"):
-            await self.kernel.start()
+            try:
+                await self.kernel.start()
+            except KernelLost as exc:
+                return kernel_failed(exc, self.prep.out, sandboxed=self.prep.sandbox is not None)
         self.say(f"kernel ready in {time.monotonic() - started:.1f}s (pid {self.kernel.pid})")
         agent = Agent(self.prep.model, self.kernel, self.budget, self.log, self._turn_end, cfg.cell_timeout,
                       progress=self.say, inbox=lambda: self.family.drain(self.family.root) if self.family else [],

