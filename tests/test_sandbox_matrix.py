@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUGGY, FIX, PYTEST_GATE, make_repo, run_prime
-from prime_ci.isolation.sandbox import bwrap_binary
+from prime_ci.isolation.sandbox import bwrap_binary, resolve
 from prime_ci.testing import ScriptedServer, ipython, reply
 from test_sandbox_root import bwrap_runs
 
@@ -117,3 +117,13 @@ def test_a_kernel_the_sandbox_cannot_start_is_exit_5_with_its_log_kept(tmp_path:
     assert len(said) == 1 and str(kept) in said[0] and "bwrap: " in said[0], run.proc.stderr
     assert "Traceback" not in run.proc.stderr
     assert not server.chat_requests
+
+
+def test_a_home_that_does_not_exist_still_gets_the_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As ``nobody`` (home ``/nonexistent``): there is nothing to hide and no mount point to make for it."""
+    monkeypatch.setenv("HOME", "/nonexistent-prime-ci-home")
+    box, _, warning = resolve("on", writable=[], readonly=[])
+    assert box is not None and warning is None
+    proc = subprocess.run(box.wrap(["/bin/sh", "-c", "echo inside"]), env={"PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0 and proc.stdout == "inside\n", proc.stderr
