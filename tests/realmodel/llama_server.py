@@ -186,6 +186,11 @@ def _wait(condition: Callable[[], bool], proc: subprocess.Popen[bytes], log: Pat
         raise AssertionError(f"llama-server exited ({proc.returncode}) before {what}:\n{log.read_text()[-3000:]}")
 
 
+# Repacking rearranges weights for the CPU's matrix units at load; llama.cpp's repack for AMX (Intel Xeon VMs)
+# crashes the stock server with SIGSEGV, so the tier never repacks (the 270M model gains nothing from it).
+NO_REPACK = "--no-repack"
+
+
 @contextmanager
 def running_server(log_dir: Path) -> Iterator[LlamaServer]:
     """llama-server on a loopback port the kernel picks, with the tool-call template, until the block ends."""
@@ -197,10 +202,18 @@ def running_server(log_dir: Path) -> Iterator[LlamaServer]:
     model = gguf()
     build_s = time.monotonic() - started
     template = binary.parents[2] / "models" / "templates" / TEMPLATE
+    with serving(binary, model, template, log_dir, build_s) as server:
+        yield server
+
+
+@contextmanager
+def serving(binary: Path, model: Path, template: Path, log_dir: Path, build_s: float = 0.0
+            ) -> Iterator[LlamaServer]:
+    """``binary`` serving ``model`` until the block ends, never repacking its weights (``NO_REPACK``)."""
     log = log_dir / "llama-server.log"
     argv = [str(binary), "--model", str(model), "--alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", "0",
             "--ctx-size", str(CONTEXT), "--parallel", "1", "--threads", "2", "--no-webui",
-            "--jinja", "--chat-template-file", str(template)]
+            "--jinja", "--chat-template-file", str(template), NO_REPACK]
     started = time.monotonic()
     with log.open("wb") as sink:
         proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
