@@ -152,6 +152,7 @@ def test_where_user_namespaces_are_refused_auto_warns_once_and_on_exits_5(
     assert auto.returncode == 0, auto.stderr
     warned = [line for line in auto.stderr.splitlines() if "--sandbox auto" in line]
     assert len(warned) == 1 and "running without the sandbox" in warned[0], auto.stderr
+    assert "user namespaces are refused here" in warned[0] and "--sandbox off" in warned[0]
     asked = len(server.chat_requests)
     server.add(reply("must never be called"))
     on = as_nobody(nobody_env, [str(repo), "--task", "Fix it.", "--out", str(own_dir / "on"), "--sandbox", "on",
@@ -159,4 +160,5 @@ def test_where_user_namespaces_are_refused_auto_warns_once_and_on_exits_5(
     assert on.returncode == 5, on.stderr
     lines = [line for line in on.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("prime-ci: error: --sandbox on"), lines
+    assert "user namespaces are refused here" in lines[0]
     assert len(server.chat_requests) == asked

