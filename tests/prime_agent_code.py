@@ -16,6 +16,9 @@ sums (``core/context-tree.ts``) and the spawn ledger that lists sub-agents from 
 side-effect import of the model package) is left out, so no provider SDK is needed; no code path used here calls
 a model. The build is cached per commit under ``~/.cache/prime-ci-tests``.
 
+Where the sources or node are missing, ``require()`` skips the test, with the reason; under CI (``CI`` set to
+``true`` or ``1``) it fails it instead, so that these tests never go quietly unrun there.
+
 ``fixtures/prime_agent/read.mjs`` (ours) drives those modules and prints JSON.
 """
 
@@ -30,6 +33,8 @@ import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 COMMIT = "e319a66d7351c75abe7f040d02d9a8d6e25028e9"
 TARBALL = f"prime-agent-{COMMIT[:8]}.tar.gz"
@@ -80,6 +85,16 @@ def unavailable() -> str | None:
     if not tarball().is_file():
         return f"no Prime Agent sources: {tarball()} is missing (set PRIME_AGENT_TARBALL or PRIME_AGENT_GIT)"
     return None
+
+
+def require() -> None:
+    """Skip the calling test where Prime Agent's code cannot run; fail it instead under CI."""
+    reason = unavailable()
+    if reason is None:
+        return
+    if os.environ.get("CI", "").lower() in ("true", "1"):
+        pytest.fail(f"{reason} (CI is set: these tests must run)", pytrace=False)
+    pytest.skip(reason)
 
 
 @functools.cache
