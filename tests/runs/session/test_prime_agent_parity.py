@@ -1,8 +1,8 @@
 """Issue 26, Prime Agent parity: what Prime Agent's own session code makes of a run prime-ci exported.
 
 ``prime_agent_code`` builds Prime Agent's session manager, sub-agent tree (labels, usage sums) and spawn ledger
-(the sub-agent list, seeded from each parent's ``rlm-subagents.jsonl``) from a git copy of prime-agent and runs
-them under node. The runs are real (``prime-ci run`` with children as processes, compactions, a refinement);
+(the sub-agent list, seeded from each parent's ``rlm-subagents.jsonl``) from Prime Agent's sources and runs them
+under node. The runs are real (``prime-ci run`` with children as processes, compactions, a refinement);
 the provider is the scripted server, priced with ``--price-per-mtok`` so that cost is a real figure.
 """
 
@@ -19,11 +19,13 @@ from conftest import cli_inproc, run_inproc
 from prime_ci.testing import ScriptedServer, contains, ipython, reply, tool_call
 from runs.children.child_probes import script_two_generations
 
-pytestmark = pytest.mark.skipif(prime_agent_code.unavailable() is not None,
-                                reason=str(prime_agent_code.unavailable()))
-
 PRICE = ["--price-per-mtok", "3,15,0.3"]
 SUMMARIZER = "compacting the working context"
+
+
+@pytest.fixture(autouse=True)
+def prime_agent() -> None:
+    prime_agent_code.require()
 
 
 def export(tmp_path: Path, out: Path) -> Path:

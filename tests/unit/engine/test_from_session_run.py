@@ -1,8 +1,8 @@
 """Issue 26: ``prime-ci run REPO --from-session FILE`` goes on with a session Prime Agent wrote.
 
-The sessions are fixtures/prime_agent's, written by Prime Agent's own SessionManager; the new session is read
-back with Prime Agent's own loader (``prime_agent_code``) where node and a copy of prime-agent are at hand
-(the whole run is in tests/runs/engine/test_prime_agent_session_run.py).
+The sessions are fixtures/prime_agent's, written by Prime Agent's own SessionManager; the whole run, whose new
+session is read back with Prime Agent's own loader (``prime_agent_code``), is in
+tests/runs/engine/test_prime_agent_session_run.py.
 """
 
 from __future__ import annotations
