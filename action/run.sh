@@ -198,7 +198,17 @@ for tool in "$PRIME_CI_BIN" "$py"; do
   if [[ -n ${VIRTUAL_ENV:-} && $VIRTUAL_ENV/bin -ef $dir ]]; then unset_venv=(-u VIRTUAL_ENV); fi
 done
 
-echo "prime-ci ${args[*]@Q}"
+# The command line quotes inputs (a task may hold a pull request's text): shown with no workflow command in it,
+# by prime-ci's own rule (README: Security) or, where prime-ci cannot be imported, with every :: and ##[ broken.
+shown="prime-ci ${args[*]@Q}"
+if ! "$py" -c 'import sys; from prime_ci.isolation.workflow_commands import neutral; print(neutral(sys.argv[1]))' \
+  "$shown" 2>/dev/null; then
+  while [[ $shown == *::* || $shown == *'##['* ]]; do
+    shown=${shown//::/: :}
+    shown=${shown//'##['/'## ['}
+  done
+  printf '%s\n' "$shown"
+fi
 set +e
 # The agent stage holds no GitHub credentials: whatever token the job has stays out of the run's tree.
 env -u GH_TOKEN -u GITHUB_TOKEN -u ACTIONS_RUNTIME_TOKEN -u ACTIONS_ID_TOKEN_REQUEST_TOKEN \

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from actions_runner import foreign
 from conftest import PRIME_CI
 from prime_ci.demo import demo_flags
 
@@ -410,6 +411,16 @@ def test_run_step_reports_bad_inputs_as_exit_2(tmp_path: Path, inputs: dict[str,
     assert proc.returncode == 0, proc.stderr
     assert out["exit-code"] == "2" and needle in summary and "::error title=prime-ci::" in proc.stdout
     assert "must-not-run" not in proc.stderr
+
+
+def test_run_step_shows_its_command_line_with_no_workflow_command(tmp_path: Path) -> None:
+    """Issue 37: the command line run.sh prints quotes the inputs (a task may hold a pull request's text); the log
+    reads no workflow command in it."""
+    task = "fix it\n::add-mask::A\r##[add-mask]B %0A::set-output name=o::C\u2028::add-mask::D :\u200b:add-mask::E"
+    proc, _, _ = run_step(tmp_path, GATE_ALLOWED="true", INPUT_TASK=task, INPUT_SETUP="echo '::add-mask::S'\n")
+    [shown] = [line for line in proc.stdout.splitlines() if line.startswith("prime-ci 'run'")]
+    assert "## [add-mask]B" in shown and ": :add-mask: :S" in shown and "\u200b :add-mask: :E" in shown
+    assert foreign(proc.stdout) == [], proc.stdout
 
 
 def test_run_step_never_reports_an_older_runs_result(action_run: ActionRun, tmp_path: Path) -> None:

@@ -458,7 +458,7 @@ def test_github_annotations() -> None:
     plain = _result("lint", False, output="line1\r\nline2: 100%\n", exit_code=2)
     lines = github_annotations([located, plain, _result("ok", True)])
     assert lines == [
-        "::error file=src/a%2Cb.py,line=12,title=tests%3A t%3A%3Aa::t::a: 50%25 worse%0D%0Anext",
+        "::error file=src/a%2Cb.py,line=12,title=tests%3A t%3A%3Aa::t: :a: 50%25 worse%0D%0Anext",
         "::error title=gate lint::run-lint: exit code 2%0Aline1%0Aline2: 100%25",
     ]
     titled = github_annotations([_result("a:b,c", False)])

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from prime_ci import __version__
+from prime_ci.cli.actions_stream import json_for_stdout, write_command
 from prime_ci.cli.status import above
 
 
@@ -49,11 +50,15 @@ def say_plain(text: str) -> None:
 
 
 def workflow_command(line: str) -> None:
-    """A GitHub Actions workflow command (``::group::``, ``::error``) on stdout, where the runner reads them,
-    after what the console said so far."""
-    sys.stderr.flush()
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+    """prime-ci's own GitHub Actions workflow command(s) (``::group::``, ``::error``, built by
+    ``isolation.workflow_commands``) on stdout, where the runner reads them, after what the console said so far;
+    the one way past the guard on stdout (``actions_stream``)."""
+    write_command(line)
+
+
+def echo_json(text: str) -> None:
+    """A JSON document on stdout (``--json``): in an Actions log no value in it can be read as a command."""
+    click.echo(json_for_stdout(text))
 
 
 def host_setup() -> None:
@@ -85,7 +90,7 @@ def print_outcome(result: dict[str, Any], as_json: bool) -> int:
     if result["stop_reason"] in ("model_error", "setup_failed", "sandbox_unavailable") and result.get("detail"):
         say(f"{result['stop_reason']}: {escape(str(result['detail']).splitlines()[0])}")
     if as_json:
-        click.echo(json.dumps(result, indent=2))
+        echo_json(json.dumps(result, indent=2))
     return code
 
 

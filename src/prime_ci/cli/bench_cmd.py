@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.markup import escape
 
-from prime_ci.cli.app import cli, console, host_setup, say
+from prime_ci.cli.app import cli, console, echo_json, host_setup, say
 from prime_ci.cli.options import API_BASE, JSON, MODEL, OUT, POS, PYTHON, SANDBOX
 from prime_ci.cli.params import PanelCommand, PanelOption
 from prime_ci.errors import ConfigError
@@ -214,6 +214,6 @@ def _finish(report: Any, out: Path, json_output: bool) -> int:
         say(f"[red]{check.name} failed[/]: {check.value:.1%} against the limit {check.limit:.1%}")
     say(f"report: {out / 'bench.md'}")
     if json_output:
-        click.echo(json.dumps(report.model_dump(mode="json"), indent=2))
+        echo_json(json.dumps(report.model_dump(mode="json"), indent=2))
     sys.stdout.flush()
     return 1 if failed else 0

@@ -11,7 +11,8 @@ from typing import Any
 
 import click
 
-from prime_ci.cli.app import cli, host_setup, print_outcome, say, say_plain, workflow_command
+from prime_ci.cli.actions_stream import guard
+from prime_ci.cli.app import cli, echo_json, host_setup, print_outcome, say, say_plain, workflow_command
 from prime_ci.cli.operator_config import given
 from prime_ci.cli.options import BUILD, GATE, GATES_FILE, JSON, OUT, PASS_ENV, PYTHON, RUN_OPTIONS, SANDBOX, SANDBOX_RO
 from prime_ci.cli.params import PanelCommand, PanelOption, options
@@ -84,7 +85,7 @@ def schema(which: str) -> int:
     from prime_ci.cli.schema_registry import schemas
 
     all_schemas = schemas()
-    click.echo(json.dumps(all_schemas if which == "all" else all_schemas[which], indent=2))
+    echo_json(json.dumps(all_schemas if which == "all" else all_schemas[which], indent=2))
     return 0
 
 
@@ -134,7 +135,7 @@ def gates(
         for line in github_annotations(results, root=Path.cwd()):
             workflow_command(line)
     if json_output:
-        click.echo(json.dumps([r.to_dict() for r in results], indent=2, default=str))
+        echo_json(json.dumps([r.to_dict() for r in results], indent=2, default=str))
     return 0 if all(r.passed for r in results) else 1
 
 
@@ -184,6 +185,7 @@ def export(out_dir: Path, dest: Path) -> int:
 
 
 def main() -> None:
+    guard()  # in a GitHub Actions log, nothing printed from here on can be a workflow command prime-ci did not write
     try:
         code = cli.main(standalone_mode=False)
     except click.exceptions.Abort:
@@ -208,5 +210,8 @@ def report(out_dirs: tuple[Path, ...], out_md: Path | None, out_json: Path | Non
 
     markdown, data = aggregate(list(out_dirs))
     write_report(markdown, data, out_md=out_md, out_json=out_json)
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False) if json_output else markdown.rstrip("\n"))
+    if json_output:
+        echo_json(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        click.echo(markdown.rstrip("\n"))
     return 0

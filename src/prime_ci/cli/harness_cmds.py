@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from prime_ci.cli.app import cli, say
+from prime_ci.cli.app import cli, echo_json, say
 from prime_ci.cli.options import API_BASE, MODEL
 from prime_ci.isolation.untrusted import visible
 
@@ -76,7 +76,7 @@ def harness_log(harness_dir: Path, json_output: bool) -> int:
 
     for cs in reversed(_harness_store(harness_dir).history()):
         if json_output:
-            click.echo(json.dumps(cs.to_json(), ensure_ascii=False))
+            echo_json(json.dumps(cs.to_json(), ensure_ascii=False))
             continue
         _show(f"{cs.id}  {cs.ts}  {cs.trigger:<8}  run {cs.source_run or '-'}  {one_line(cs.rationale, 70)}")
         for op in cs.ops:

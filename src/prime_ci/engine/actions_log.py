@@ -2,9 +2,11 @@
 ``::group::``, the final round's failing tests as ``::error`` annotations on their lines, the verdict as one
 ``::notice``.
 
-A group is written whole when its command or round has ended, so its lines cannot interleave with the console's
-(stderr) lines. Every line inside a group starts with ``│``: a test name or a line of output can never begin a
-workflow command (the runner reads a command at the start of a line, after leading spaces).
+A group is written whole, in one write, when its command or round has ended, so its lines cannot interleave with
+the console's (stderr) lines. Its lines sit between ``::stop-commands::TOKEN`` and ``::TOKEN::`` (a fresh random
+token for each group): the runner reads no command there, whatever a test name or a line of output holds. Each line
+also starts with ``│`` and has ``##[`` broken, so it reads as data in any log. Everything else is built by
+``workflow_commands.command``, which neutralises what it quotes.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from typing import Any
 
 from prime_ci.durations import format_duration
 from prime_ci.engine.setup import SetupOutcome, last_lines
-from prime_ci.gates.junit import GateResult, ended, escape_data, escape_property, github_annotations
+from prime_ci.gates.junit import GateResult, ended, github_annotations
 from prime_ci.isolation.untrusted import clean_terminal_text
+from prime_ci.isolation.workflow_commands import command, stop_commands
 from prime_ci.model.usage import usd
 
 Emit = Callable[[str], None]
@@ -25,8 +28,8 @@ TAIL_LINES = 30  # of a setup command's output, in its group
 
 
 def _line(text: str) -> str:
-    """One line of data inside a group: it cannot start a workflow command, nor hold a v1 ``##[`` one."""
-    return "│ " + clean_terminal_text(text).replace("\n", " ").replace("##[", "# #[")
+    """One line of data inside a group: it does not start with ``::`` nor hold ``##[``."""
+    return "│ " + clean_terminal_text(text).replace("\n", " ").replace("##[", "## [")
 
 
 @dataclass
@@ -36,10 +39,13 @@ class ActionsLog:
     setups: int = 0
 
     def group(self, title: str, lines: Sequence[str]) -> None:
-        self.emit(f"::group::{escape_data(clean_terminal_text(title))}")
-        for line in lines:
-            self.emit(_line(line))
-        self.emit("::endgroup::")
+        stop, resume = stop_commands()
+        block = [command("group", clean_terminal_text(title)), stop, *map(_line, lines), resume, command("endgroup")]
+        try:
+            self.emit("\n".join(block))
+        except BaseException:  # cut short (Ctrl-C inside the write): the runner must not stay deaf to commands
+            self.emit("\n" + resume)
+            raise
 
     def setup(self, total: int, outcome: SetupOutcome, output: str) -> None:
         """One setup command, its result in the title and the end of its output inside."""
@@ -71,8 +77,7 @@ class ActionsLog:
         """The final round's failing tests on their lines, then the verdict."""
         for line in github_annotations(last, root=self.root) if not result["success"] else []:
             self.emit(line)
-        self.emit(f"::notice title={escape_property('prime-ci: ' + str(result['stop_reason']))}::"
-                  f"{escape_data(verdict(result))}")
+        self.emit(command("notice", verdict(result), title=f"prime-ci: {result['stop_reason']}"))
 
 
 def verdict(result: dict[str, Any]) -> str:

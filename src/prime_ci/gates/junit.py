@@ -18,6 +18,7 @@ from prime_ci.durations import format_duration
 from prime_ci.isolation import durable
 from prime_ci.isolation.paths import relative_inside
 from prime_ci.isolation.untrusted import strip_ansi
+from prime_ci.isolation.workflow_commands import command
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -272,16 +273,6 @@ def write_gates_junit(results: Sequence[GateResult], path: Path, *, suite: str =
     durable.write(path, ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n")
 
 
-def escape_data(text: str) -> str:
-    """A workflow command's message, as GitHub reads it back."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def escape_property(text: str) -> str:
-    """A workflow command's property value (``file=``, ``title=``)."""
-    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
 def repository_path(path: str | None, root: Path | None) -> str | None:
     """``path`` relative to the repository root, or None when it is not a path inside it."""
     if not path:
@@ -305,14 +296,13 @@ def github_annotations(results: Sequence[GateResult], *, per_gate: int = 10, roo
             continue
         located = [(f, path) for f in r.failures if (path := repository_path(f.file, root))][:per_gate]
         for f, path in located:
-            where = f"file={escape_property(path)}" + (f",line={f.line}" if f.line and f.line > 0 else "")
-            title = escape_property(clip_middle(f"{r.name}: {f.test}", 200))
             message = clip_middle(f"{f.test}: {f.message.strip() or f.kind}", 1000)
-            out.append(f"::error {where},title={title}::{escape_data(message)}")
+            out.append(command("error", message, file=path, line=f.line if f.line and f.line > 0 else None,
+                               title=clip_middle(f"{r.name}: {f.test}", 200)))
         if located:
             continue
         lines = failure_lines(r, max_lines=20)
         detail = "\n".join(lines) if lines else "\n".join(strip_ansi(r.output).rstrip().splitlines()[-20:])
         message = clip_middle(f"{clip_middle(r.command, 200)}: {status_text(r)}\n{detail}".rstrip(), 2000)
-        out.append(f"::error title={escape_property(f'gate {r.name}')}::{escape_data(message)}")
+        out.append(command("error", message, title=f"gate {r.name}"))
     return out

@@ -65,7 +65,7 @@ def test_a_run_that_ends_red_annotates_the_failing_line(tmp_path, server: Script
     assert [t.split(":")[0] for t in groups(run.proc.stdout)] == ["gate round 1 (full)"]
     errors = re.findall(r"^::error .*$", run.proc.stdout, re.M)
     assert errors == ["::error file=tests/test_calc.py,line=6,title=pytest%3A tests/test_calc.py%3A%3Atest_add::"
-                      "tests/test_calc.py::test_add: assert -1 == 5"]
+                      "tests/test_calc.py: :test_add: assert -1 == 5"]  # a message never holds "::"
     assert len(re.findall(r"^::notice ", run.proc.stdout, re.M)) == 1
     assert "| 1 | full | ❌ red |" in (run.out / "summary.md").read_text()
 

@@ -31,7 +31,10 @@ def test_a_judged_round_is_one_group_with_its_failing_test(tmp_path: Path) -> No
     asyncio.run(judge())
     assert judge.round_failing == [[{"gate": "pytest", "test": "tests/test_calc.py::test_add",
                                      "message": "assert -1 == 5", "file": "tests/test_calc.py", "line": 5}]]
-    assert emitted[0].startswith("::group::gate round 1 (full): red: 1 failing test(s) in ")
-    assert emitted[1:] == ["│ gates: pytest",
-                           "│ FAILED pytest: tests/test_calc.py::test_add (tests/test_calc.py:5): assert -1 == 5",
-                           "::endgroup::"]
+    [block] = emitted
+    lines = block.split("\n")
+    assert lines[0].startswith("::group::gate round 1 (full): red: 1 failing test(s) in ")
+    token = lines[1].removeprefix("::stop-commands::")
+    assert len(token) == 32 and lines[2:] == [
+        "│ gates: pytest", "│ FAILED pytest: tests/test_calc.py::test_add (tests/test_calc.py:5): assert -1 == 5",
+        f"::{token}::", "::endgroup::"]

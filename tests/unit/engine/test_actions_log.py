@@ -1,14 +1,27 @@
-"""The run in a GitHub Actions log, in process: a group per setup command and gate run, written whole; nothing from a
-test or its output can start a workflow command; annotations relative to the repository root; one notice."""
+"""The run in a GitHub Actions log, in process: a group per setup command and gate run, written whole, its lines in a
+stop-commands block; nothing from a test or its output can start a workflow command; annotations relative to the
+repository root; one notice."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import pytest
+
+from actions_runner import foreign
 from prime_ci.engine.actions_log import ActionsLog, verdict
 from prime_ci.engine.setup import SetupOutcome
-from prime_ci.gates.junit import JUnitFailure, escape_data, escape_property, github_annotations
+from prime_ci.gates.junit import JUnitFailure, github_annotations
 from prime_ci.gates.runner import GateResult
+from prime_ci.isolation.workflow_commands import escape_data, escape_property
+
+TOKEN = re.compile(r"[0-9a-f]{32}")
+
+
+def lines_of(emitted: list[str]) -> list[str]:
+    """What was written, line by line, each block's token made ``T``."""
+    return [TOKEN.sub("T", line) for line in "\n".join(emitted).split("\n")]
 
 
 def commands(lines: list[str]) -> list[str]:
@@ -29,15 +42,38 @@ def test_lines_inside_a_group_cannot_start_a_workflow_command() -> None:
                                   timed_out=False, duration_s=1.5, log="setup/pip.log"), output)
     failing = [{"gate": "pytest", "test": "::error::t\n::notice::x", "message": "m", "file": "t.py", "line": 1}]
     actions.round({"round": 1, "kind": "full", "passed": False, "gates": ["pytest"], "duration_s": 1.0}, failing)
-    assert commands(emitted) == ["::group::setup 1/2 pip: FAILED (exit 1) in 1.5s", "::endgroup::",
-                                 "::group::gate round 1 (full): red: 1 failing test(s) in 1.0s", "::endgroup::"]
-    assert "│ # #[error]old style" in emitted and not any("##[" in line for line in emitted)
+    assert len(emitted) == 2  # a group is one write
+    lines = lines_of(emitted)
+    assert commands(lines) == ["::group::setup 1/2 pip: FAILED (exit 1) in 1.5s", "::stop-commands::T", "::T::",
+                               "::endgroup::", "::group::gate round 1 (full): red: 1 failing test(s) in 1.0s",
+                               "::stop-commands::T", "::T::", "::endgroup::"]
+    assert "│ ## [error]old style" in lines and not any("##[" in line for line in lines)
+    assert foreign("\n".join(emitted)) == []
+    tokens = re.findall(r"^::stop-commands::(.*)$", "\n".join(emitted), re.M)
+    assert len(set(tokens)) == 2 and all(TOKEN.fullmatch(t) for t in tokens)  # fresh for each block
 
 
 def test_group_titles_are_escaped() -> None:
     emitted: list[str] = []
-    ActionsLog(emitted.append, Path("/repo")).group("title\nwith %", ["x"])
-    assert emitted == ["::group::title%0Awith %25", "│ x", "::endgroup::"]
+    ActionsLog(emitted.append, Path("/repo")).group("title\nwith % ::add-mask::x", ["x"])
+    assert lines_of(emitted) == ["::group::title%0Awith %25 : :add-mask: :x", "::stop-commands::T", "│ x", "::T::",
+                                 "::endgroup::"]
+
+
+def test_a_group_cut_short_still_resumes_commands() -> None:
+    """Ctrl-C inside the group's write: the block's closing line is written before the interrupt goes on."""
+    emitted: list[str] = []
+
+    def emit(text: str) -> None:
+        if not emitted:
+            emitted.append(text.split("\n│", 1)[0])
+            raise KeyboardInterrupt
+        emitted.append(text)
+
+    with pytest.raises(KeyboardInterrupt):
+        ActionsLog(emit, Path("/repo")).group("title", ["x"])
+    assert lines_of(emitted) == ["::group::title", "::stop-commands::T", "", "::T::"]
+    assert emitted[0].removeprefix("::group::title\n::stop-commands::") in emitted[1]
 
 
 def _failed(failures: list[JUnitFailure]) -> GateResult:
