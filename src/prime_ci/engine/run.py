@@ -41,6 +41,7 @@ from prime_ci.errors import KernelLost, ModelError, PersistenceError
 from prime_ci.gates.builds import Builder
 from prime_ci.gates.judge import Judge, time_to_green
 from prime_ci.gates.junit import ended
+from prime_ci.gates.outside import Outside
 from prime_ci.isolation import procs
 from prime_ci.isolation.box import RUN_VAR, run_needle
 from prime_ci.isolation.sandbox import colour_off, scrubbed_env
@@ -130,7 +131,8 @@ class Run:
         build_box = dataclasses.replace(sandbox, writable=[*sandbox.writable, str(self.prep.project.root)],
                                         network=False) if sandbox else None
         builder = Builder(self.prep.builds, wt, gate_env, self.prep.out / "build", cfg.limits,
-                          launcher=build_box.wrap([]) if build_box else [], exclude=[".prime-ci"])
+                          launcher=build_box.wrap([]) if build_box else [], exclude=[".prime-ci"],
+                          outside=Outside.of_run(wt.path, self.prep.project, sandboxed=sandbox is not None))
         self.judge = Judge(self.prep.gates, wt, gate_env, self.prep.out / "gates", self.log,
                            cfg.max_gate_retries, exclude=[".prime-ci"],
                            launcher=sandbox.wrap([]) if sandbox else [], limits=cfg.limits, clock=self.budget.elapsed,

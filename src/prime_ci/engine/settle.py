@@ -29,10 +29,14 @@ def settle(prep: Prepared, judge: Judge, stop: Stop) -> tuple[str, list[str], li
         flags.append(f"diff unavailable: {exc}")
         if stop.reason is StopReason.COMPLETED:  # a verdict without its patch is never a success
             stop = Stop(StopReason.PERSISTENCE_ERROR, f"the patch could not be produced: {exc}")
+    outside = judge.builds.outside_changes() if judge.builds else []
     verdict = protect.check(wt, changed, cfg.gates_file, cfg.allow_protected, hidden)
-    flags += verdict.flags()
+    flags += verdict.flags() + [f"outside the worktree: {change}" for change in outside]
     if redact.contains_secret(patch) and stop.reason is not StopReason.INTERRUPTED:
         stop = Stop(StopReason.SECURITY_STOP, "a registered secret (or an encoding of one) is in the patch")
+    elif outside and stop.reason is not StopReason.INTERRUPTED:
+        stop = Stop(StopReason.SECURITY_STOP, "changed outside the worktree, and no file in the patch explains it: "
+                    + ", ".join(outside[:5]))
     elif verdict.protected and stop.reason is not StopReason.INTERRUPTED:
         stop = Stop(StopReason.SECURITY_STOP, "protected paths changed: " + ", ".join(verdict.protected[:10]))
     elif stop.reason is StopReason.COMPLETED and cfg.require_changes and not changed:

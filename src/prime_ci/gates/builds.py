@@ -27,6 +27,7 @@ from pathlib import Path
 
 from prime_ci.gates.fingerprint import watched_ignored
 from prime_ci.gates.junit import clip_middle
+from prime_ci.gates.outside import Outside
 from prime_ci.gates.protect import hidden_changes, steers_runner
 from prime_ci.gates.runner import run_gate
 from prime_ci.gates.specs import BuildSpec, SetupEntry
@@ -53,12 +54,16 @@ class Builder:
     outputs: dict[str, bytes] = field(default_factory=dict)  # watched ignored files as the builds left them
     last: list[BuildOutcome] = field(default_factory=list)
     steps: int = 0
+    outside: Outside | None = None  # the run's environment: compared after every build step
+
 
     async def start(self, say: Callable[[str], None] | None = None) -> None:
         """Before the model's first cell: build once (the model starts from a built project, as every gate round
         does), then take the watched ignored files as they are as the run's baseline."""
         await self.run(say)
         self.baseline = await asyncio.to_thread(watched_ignored, self.worktree, self.exclude)
+        if self.outside is not None:
+            await asyncio.to_thread(self.outside.start)
 
     def trusted(self) -> dict[str, bytes]:
         return {**(self.baseline or {}), **self.outputs}
@@ -70,12 +75,18 @@ class Builder:
             return []
         return hidden_changes(self.trusted(), watched_ignored(self.worktree, self.exclude))
 
+    def outside_changes(self) -> list[str]:
+        """What changed outside the worktree, unexplained, in any round so far (each described)."""
+        return self.outside.findings() if self.outside is not None else []
+
     def failed(self) -> BuildOutcome | None:
         return next((o for o in self.last if not o.passed), None)
 
     async def run(self, say: Callable[[str], None] | None = None) -> list[BuildOutcome]:
-        """Each build in order, stopping at the first failure; what they wrote is theirs from now on."""
+        """Each build in order, stopping at the first failure; what they wrote is theirs from now on. Then what
+        is outside the worktree is compared (with no builds too: a cell may have written there)."""
         if not self.specs:
+            await self._compare_outside()
             return []
         self.steps += 1
         wt = self.worktree
@@ -104,7 +115,12 @@ class Builder:
             self.outputs.update({p: d for p, d in after.items() if before.get(p) != d and not steers_runner(p)})
         finally:
             await asyncio.to_thread(self._put_back, moved)
+        await self._compare_outside()
         return self.last
+
+    async def _compare_outside(self) -> None:
+        if self.outside is not None:
+            await asyncio.to_thread(self.outside.check)
 
     def log_text(self, outcome: BuildOutcome) -> str:
         return (self.log_dir / Path(outcome.log).name).read_text(encoding="utf-8", errors="replace")

@@ -79,7 +79,10 @@ class Judge:
 
     async def _build(self, *, on_demand: bool = False) -> str | None:
         """The builds before a round's gates; the feedback when one failed, else None."""
-        if self.builds is None or not self.builds.specs:
+        if self.builds is None:
+            return None
+        if not self.builds.specs:
+            await self.builds.run()  # nothing to build; what is outside the worktree is compared all the same
             return None
         started = time.monotonic()
         outcomes = await self.builds.run()
