@@ -23,6 +23,7 @@ class StopReason(StrEnum):
     SECURITY_STOP = "security_stop"
     NO_CHANGES = "no_changes"
     SETUP_FAILED = "setup_failed"
+    ENVIRONMENT_ERROR = "environment_error"
     INTERNAL_ERROR = "internal_error"
     INTERRUPTED = "interrupted"
 
@@ -41,7 +42,8 @@ BUDGET = frozenset({StopReason.MAX_TURNS, StopReason.MAX_TOKENS, StopReason.MAX_
 EXIT_CODES: dict[StopReason, int] = {
     StopReason.COMPLETED: 0, StopReason.GATES_FAILED: 1, **dict.fromkeys(BUDGET, 3), StopReason.MODEL_ERROR: 4,
     StopReason.SANDBOX_UNAVAILABLE: 5, StopReason.PERSISTENCE_ERROR: 6, StopReason.SECURITY_STOP: 7,
-    StopReason.NO_CHANGES: 8, StopReason.SETUP_FAILED: 9, StopReason.INTERNAL_ERROR: 70,
+    StopReason.NO_CHANGES: 8, StopReason.SETUP_FAILED: 9, StopReason.ENVIRONMENT_ERROR: 10,
+    StopReason.INTERNAL_ERROR: 70,
     StopReason.INTERRUPTED: 130,
 }
 SIGTERM_EXIT = 143

@@ -79,6 +79,10 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+# stops whose reason is not the work's: their one-line detail follows the verdict
+EXPLAINED = ("model_error", "setup_failed", "sandbox_unavailable", "environment_error")
+
+
 def print_outcome(result: dict[str, Any], as_json: bool) -> int:
     code = int(result["exit_code"])
     color = "green" if code == 0 else "red"
@@ -87,7 +91,7 @@ def print_outcome(result: dict[str, Any], as_json: bool) -> int:
 
     say(f"[bold {color}]{result['stop_reason']}[/] (exit {code}) · {usage['turns']} turns · "
         f"{usage['total_tokens']} tokens · {result['wall_s']:.1f}s · artifacts: {escape(str(result['out_dir']))}")
-    if result["stop_reason"] in ("model_error", "setup_failed", "sandbox_unavailable") and result.get("detail"):
+    if result["stop_reason"] in EXPLAINED and result.get("detail"):
         say(f"{result['stop_reason']}: {escape(str(result['detail']).splitlines()[0])}")
     if as_json:
         echo_json(json.dumps(result, indent=2))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from prime_ci.gates import environment_errors
 from prime_ci.gates.builds import Builder, BuildOutcome
 from prime_ci.gates.fast_rerun import FastRerun, plan_rerun
 from prime_ci.gates.junit import status_text
@@ -200,6 +201,8 @@ class Judge:
             results = [] if fast_feedback is not None else await self._full(None)
         if fast_feedback is None and all(r.passed for r in results):
             return Stop(StopReason.COMPLETED, "all gates passed")
+        if (fault := self._environment_fault()) is not None:
+            return Stop(StopReason.ENVIRONMENT_ERROR, fault)
         self.failed_rounds += 1
         if self.failed_rounds > self.max_retries:
             what = "the build still failing" if build_feedback is not None else "gates still failing"
@@ -211,6 +214,16 @@ class Judge:
             built = ", ".join(o.name for o in self.builds.last)
             header += f"The builds ran first ({built}: ok), so the gates tested what your sources build to.\n"
         return header + (fast_feedback or "\n" + feedback_message(self.last))
+
+    def _environment_fault(self) -> str | None:
+        """A failed build or gate of the last round that failed for want of its environment, in one line."""
+        if self.builds is not None and (failed := self.builds.failed()) is not None:
+            fault = environment_errors.recognise(self.builds.log_text(failed), failed.exit_code)
+            return fault.detail(f"build {failed.name}", failed.command) if fault else None
+        for result in self.last:
+            if not result.passed and (fault := environment_errors.recognise(result.output, result.exit_code)):
+                return fault.detail(f"gate {result.name}", result.command)
+        return None
 
     def _last_feedback(self) -> str:
         """The last failing round's feedback again (a fast result's log is <name>.fast.log)."""

@@ -1,0 +1,80 @@
+"""Gate and build failures that are not the model's to fix (exit 10, ``environment_error``; DESIGN §14).
+
+Two kinds are recognised from a failed command's own output: it needed the network (the sandbox has none for
+gates and builds: tox or ``uvx`` making environments, ``uv run`` without a ``.venv``, a package fetched at test
+time), or its program could not run (a tool installed where the sandbox cannot see it). The model is not asked to
+fix either; the run stops with one line naming the command, what it printed and how to prepare for it.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+# Resolver and routing failures as Python, urllib3/requests, pip, uv (reqwest), node, npm, git and curl print them.
+# A refused connection is not among them: a project's own tests talk to servers they start on loopback.
+_NETWORK = re.compile(
+    r"temporary failure in name resolution|name or service not known|nodename nor servname provided"
+    r"|no address associated with hostname|getaddrinfo (?:ENOTFOUND|EAI_AGAIN)|\bEAI_AGAIN\b"
+    r"|could not resolve host|failed to lookup address information|dns error"
+    r"|network is unreachable|\[errno -[235]\]|\[errno 101\]",
+    re.IGNORECASE,
+)
+# A command that could not be started: the shell's own words, or bash's for a script whose interpreter is missing.
+_CANNOT_RUN = re.compile(r"(?:command not found|: not found|cannot execute: required file not found"
+                         r"|cannot execute: No such file or directory|bad interpreter)")
+MAX_QUOTED = 200
+
+# What to do in setup (which has the network) for the tools that reach for it as they run.
+_PREPARE = {
+    "tox": "run `tox --notest` (or `tox -e ENV --notest`) in --setup, and gate with `tox --skip-pkg-install`",
+    "uv": "run `uv sync --frozen` in --setup, and gate with `uv run --offline …` (or UV_OFFLINE=1)",
+    "uvx": "install the tool in --setup (`uv tool install …`), or gate with `uvx --offline …` once it is cached",
+    "nox": "run `nox --install-only` in --setup, and gate with `nox --reuse-venvs --no-install`",
+    "poetry": "run `poetry install` in --setup, and gate with `poetry run …`",
+    "pip": "install what it needs in --setup",
+    "npm": "run `npm ci` in --setup",
+    "npx": "install the package in --setup (`npm ci`), so npx finds it locally",
+}
+
+
+@dataclass(frozen=True)
+class EnvironmentFault:
+    """Why a command failed for want of its environment, in one line."""
+
+    kind: str  # "network" or "cannot run"
+    line: str  # what the command printed that says so
+
+    def detail(self, what: str, command: str) -> str:
+        quoted = self.line if len(self.line) <= MAX_QUOTED else self.line[:MAX_QUOTED] + "…"
+        if self.kind == "network":
+            tool = _tool(command)
+            how = _PREPARE.get(tool, "prepare what it fetches in --setup (setup has the network)")
+            return f"{what} needed the network, which gates and builds do not have ({quoted!r}): {how}"
+        return (f"{what} could not start its program ({quoted!r}): install it where the sandbox sees it (the "
+                "project's environment, /usr), or name its directory with --sandbox-ro")
+
+
+def recognise(output: str, exit_code: int | None) -> EnvironmentFault | None:
+    """The environment error a failed command's output shows, if any (the last such line)."""
+    lines = output.splitlines()
+    if exit_code in (126, 127):
+        for line in reversed(lines):
+            if _CANNOT_RUN.search(line):
+                return EnvironmentFault("cannot run", line.strip())
+    for line in reversed(lines):
+        if _NETWORK.search(line):
+            return EnvironmentFault("network", line.strip())
+    return None
+
+
+def _tool(command: str) -> str:
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    words = [w for w in words if "=" not in w or w.startswith("-")]  # VAR=value prefixes
+    if words[:2] in (["python", "-m"], ["python3", "-m"]) and len(words) > 2:
+        return words[2]
+    return words[0].rsplit("/", 1)[-1] if words else ""

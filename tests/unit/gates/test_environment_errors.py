@@ -1,0 +1,55 @@
+"""Issue 38: which failed commands failed for want of their environment (``gates/environment_errors.py``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from prime_ci.gates.environment_errors import recognise
+
+NETWORK = [
+    "pip._vendor.urllib3.exceptions.NewConnectionError: <HTTPSConnection(host='pypi.org', port=443)>: Failed to "
+    "establish a new connection: [Errno -3] Temporary failure in name resolution",
+    "error: Failed to fetch: `https://pypi.org/simple/pytest/`\n  Caused by: dns error: failed to lookup address "
+    "information: Temporary failure in name resolution",
+    "npm error code EAI_AGAIN\nnpm error request to https://registry.npmjs.org/jest failed, reason: getaddrinfo "
+    "EAI_AGAIN registry.npmjs.org",
+    "fatal: unable to access 'https://github.com/x/y/': Could not resolve host: github.com",
+    "socket.gaierror: [Errno -2] Name or service not known",
+    "OSError: [Errno 101] Network is unreachable",
+]
+NOT_THE_ENVIRONMENT = [
+    "ConnectionRefusedError: [Errno 111] Connection refused",
+    "E       assert 5 == -1\nFAILED test_calc.py::test_add",
+    "requests.exceptions.ConnectionError: HTTPConnectionPool(host='127.0.0.1', port=8000): Max retries exceeded "
+    "with url: / (Caused by NewConnectionError('Failed to establish a new connection: [Errno 111] Connection "
+    "refused'))",
+]
+
+
+@pytest.mark.parametrize("output", NETWORK)
+def test_resolver_and_routing_failures_are_the_network(output: str) -> None:
+    fault = recognise("collecting ...\n" + output + "\nexit", 1)
+    assert fault is not None and fault.kind == "network"
+    assert fault.line in output
+
+
+@pytest.mark.parametrize("output", NOT_THE_ENVIRONMENT)
+def test_a_refused_local_connection_or_a_failing_test_is_the_models(output: str) -> None:
+    assert recognise(output, 1) is None
+
+
+def test_a_program_that_cannot_start_is_named_only_with_the_shells_exit_code() -> None:
+    fault = recognise("bash: line 1: tox: command not found\n", 127)
+    assert fault is not None and fault.kind == "cannot run" and "tox" in fault.line
+    assert "--sandbox-ro" in fault.detail("gate tox", "tox -e py")
+    # a test that ran a missing command and failed on it is a failing test
+    assert recognise("sh: 1: frobnicate: not found\nFAILED test_x.py::test_tool", 1) is None
+
+
+@pytest.mark.parametrize(("command", "advice"), [
+    ("tox -e py", "tox --notest"), ("uv run pytest", "uv sync --frozen"), ("python -m tox", "tox --notest"),
+    ("CI=1 npx jest", "npm ci"), ("./run-tests.sh", "prepare what it fetches in --setup"),
+])
+def test_the_line_says_how_to_prepare_it_in_setup(command: str, advice: str) -> None:
+    fault = recognise("getaddrinfo ENOTFOUND registry.npmjs.org", 1)
+    assert fault is not None and advice in fault.detail("gate x", command)
