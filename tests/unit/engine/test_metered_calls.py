@@ -226,7 +226,7 @@ def test_the_childs_ledger_view_follows_what_the_root_returns() -> None:
 
 DOCUMENTED = {"completed": 0, "gates_failed": 1, "max_turns": 3, "max_tokens": 3, "max_wall": 3, "max_cost": 3,
               "model_error": 4, "sandbox_unavailable": 5, "persistence_error": 6, "security_stop": 7,
-              "no_changes": 8, "setup_failed": 9, "internal_error": 70, "interrupted": 130}
+              "no_changes": 8, "setup_failed": 9, "environment_error": 10, "internal_error": 70, "interrupted": 130}
 
 
 def test_stop_reasons_and_exit_codes_are_the_documented_ones() -> None:
