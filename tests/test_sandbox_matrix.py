@@ -127,3 +127,36 @@ def test_a_home_that_does_not_exist_still_gets_the_sandbox(monkeypatch: pytest.M
     proc = subprocess.run(box.wrap(["/bin/sh", "-c", "echo inside"]), env={"PATH": "/usr/bin:/bin"},
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0 and proc.stdout == "inside\n", proc.stderr
+
+
+TOOL = ('import os, sys\n'
+        'print("TOOL OK from", sys.prefix)\n'
+        'for secret in SECRETS:\n'
+        '    assert not os.path.exists(secret), f"{secret} is visible in the sandbox"\n')
+
+
+def test_a_tool_installed_under_the_hidden_home_runs_and_nothing_else_of_the_home_is_seen(
+    tmp_path: Path, server: ScriptedServer, closed_dir: Path
+) -> None:
+    """As pipx or ``uv tool`` lay it out: ``~/.local/bin/TOOL`` links into a venv under the home, whose base
+    interpreter may itself be under a home (pyenv). The gate runs the tool; the home's credentials stay hidden."""
+    home = closed_dir / "home"
+    venv = home / ".local" / "share" / "pipx" / "venvs" / "mytool"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    secrets = [str(home / ".ssh" / "id_ed25519"), str(home / ".config" / "gh" / "hosts.yml")]
+    for secret in map(Path, secrets):
+        secret.parent.mkdir(parents=True)
+        secret.write_text("secret\n")
+    script = venv / "bin" / "mytool"  # the secrets' paths in the tool (a path a gate names is shown, by design)
+    script.write_text(f"#!{venv / 'bin' / 'python'}\nSECRETS = {secrets!r}\n{TOOL}")
+    script.chmod(0o755)
+    (home / ".local" / "bin").mkdir(parents=True)
+    (home / ".local" / "bin" / "mytool").symlink_to(script)
+    repo = make_repo(tmp_path / "repo", BUGGY)
+    gate = f"mytool && {PYTEST_GATE}"
+    path = os.pathsep.join([str(home / ".local" / "bin"), os.path.dirname(sys.executable), os.environ["PATH"]])
+    server.add(ipython(FIX), reply("done"))
+    run = run_prime(tmp_path, repo, server, "--sandbox", "on", "--gate", gate,
+                    env={"HOME": str(home), "PATH": path})
+    assert run.code == 0, run.proc.stderr
+    assert f"TOOL OK from {venv}" in (run.out / "gates" / "mytool.log").read_text()

@@ -16,7 +16,7 @@ from prime_ci.gates import builds
 from prime_ci.gates.builds import BuildOutcome
 from prime_ci.gates.runner import GateResult, GateSpec, run_gate, run_gates
 from prime_ci.gates.specs import BuildSpec
-from prime_ci.isolation import hostuid, projenv
+from prime_ci.isolation import home_tools, hostuid, projenv
 from prime_ci.isolation import limits as limits_mod
 from prime_ci.isolation import sandbox as sandbox_mod
 from prime_ci.isolation.project_layer import swap
@@ -123,6 +123,8 @@ def open_sandbox(prep: Prepared, bridge_dir: Path) -> None:
         (wt.root / d).mkdir(exist_ok=True)
     sandbox.writable = [str(p) for p in (wt.path, wt.root / "home", wt.root / "kernel", bridge_dir)]
     sandbox.readonly = [str(wt.git_dir), *harness.pythonpath(), *prep.reach]
+    sandbox.tools = home_tools.hidden_tools([*(g.command for g in prep.gates), *(s.command for s in prep.setup),
+                                             *(b.command for b in prep.builds)])
     if harness.store is not None:
         sandbox.readonly.append(str(harness.store.root))
     hand_over(prep)
@@ -192,6 +194,7 @@ async def standalone(specs: list[GateSpec], cwd: Path, log_dir: Path, options: S
             sandbox.writable = [str(cwd), str(root / "home"), str(log_dir)]
             commands = [s.command for s in specs] + [b.command for b in options.builds]
             sandbox.readonly = [*reach, *sandbox_mod.named_paths(commands), *project.readable()]
+            sandbox.tools = home_tools.hidden_tools(commands)
             launcher = sandbox.wrap([])
             build_launcher = dataclasses.replace(sandbox, writable=[*sandbox.writable, str(project.root)]).wrap([])
         for build in options.builds:

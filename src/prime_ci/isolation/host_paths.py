@@ -45,6 +45,12 @@ def kept_from_hidden() -> list[tuple[str, str]]:
     return kept
 
 
+def homes() -> list[str]:
+    """The homes the sandbox hides: $HOME and the account's own (a child's host runs with the run's scratch home as
+    $HOME). A home that does not exist, like nobody's /nonexistent, has nothing to hide and no mount point."""
+    return [h for h in real_paths({os.path.expanduser("~"), account_home()} - {"/", ""}) if os.path.isdir(h)]
+
+
 def account_home() -> str:
     try:
         return pwd.getpwuid(os.getuid()).pw_dir

@@ -91,10 +91,10 @@ def covers(targets: Iterable[str], uid: int | None, tmpfs: Iterable[str] = ()) -
     for target in sorted(bound):
         emptied = False
         for parent in _parents(target):
-            if parent in bound:
-                emptied = False  # its own content from here on (a closed bound directory: nothing helps)
-            elif parent in replaced or parent in found:
+            if parent in replaced or parent in found:
                 emptied = True
+            elif parent in bound:
+                emptied = False  # its own content from here on (a closed bound directory: nothing helps)
             elif not emptied and not searchable(parent, uid):
                 found.add(parent)
                 emptied = True

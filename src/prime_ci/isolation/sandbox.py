@@ -27,11 +27,12 @@ from typing import Any
 
 from prime_ci.errors import SandboxUnavailable
 from prime_ci.isolation import hostuid, reach, seccomp
+from prime_ci.isolation.home_tools import needs
 from prime_ci.isolation.host_paths import (
     HIDDEN,
     MASKED,
-    account_home,
     hides,
+    homes,
     interpreter_dirs,
     kept_from_hidden,
     real_paths,
@@ -140,6 +141,7 @@ class Sandbox:
     readonly: list[str] = field(default_factory=list)
     network: bool = False  # only for trusted setup commands
     uid: int | None = None  # the unprivileged host uid it runs as (``hostuid``); None: the launcher's own
+    tools: list[str] = field(default_factory=list)  # programs on PATH under the hidden home (``home_tools``)
 
     def give(self, *paths: Path | str, tree: bool = False) -> None:
         """Hand ``paths`` (with ``tree``, everything under them) to the uid the sandbox runs as, if it has one."""
@@ -150,9 +152,7 @@ class Sandbox:
         program = seccomp.program()
         if program is None:
             raise SandboxUnavailable(f"no seccomp filter for this architecture ({platform.machine()})")
-        # $HOME and the account's own: a child's host runs with the run's scratch home as $HOME
-        # (a home that does not exist, like nobody's /nonexistent, has nothing to hide and no mount point)
-        homes = [h for h in real_paths({os.path.expanduser("~"), account_home()} - {"/", ""}) if os.path.isdir(h)]
+        hidden_homes = homes()
         # As root, bwrap keeps every capability unless told otherwise, and without a user namespace a cell
         # could remount / read-write or unmount the private /proc. 65534 inside either way: files the host owns
         # (root's, unmapped) show as owned by the sandbox's user, so git inside accepts the read-only git dir.
@@ -164,15 +164,16 @@ class Sandbox:
             if os.path.exists(path):
                 args += ["--ro-bind", path, path]
         hidden = [*real_paths(p for p in HIDDEN if os.path.isdir(p)), *(p for p in MASKED if os.path.isdir(p))]
-        for path in [*homes, *hidden]:
-            args += ["--tmpfs", path]
         # Real paths: bwrap cannot create a mount point through a symlink inside the private /tmp or home.
-        mounts = [("--ro-bind", path, path) for path in interpreter_dirs()]
+        mounts = [("--tmpfs", "", path) for path in [*hidden_homes, *hidden]]
+        mounts += [("--ro-bind", path, path) for path in interpreter_dirs()]
         mounts += [("--ro-bind", source, target) for source, target in kept_from_hidden()]
         mounts += [("--ro-bind", p, p) for p in real_paths(self.readonly)]
         mounts += [("--bind", p, p) for p in real_paths(self.writable)]
+        for tool in self.tools:  # a tool under the hidden home: its file where PATH finds it, and what it runs from
+            mounts += [("--ro-bind", os.path.realpath(tool), tool), *(("--ro-bind", d, d) for d in needs(tool))]
         mounts += [("--tmpfs", "", c) for c in reach.covers([t for _, _, t in mounts], self.uid,
-                                                            ["/tmp", *homes, *hidden])]
+                                                            ["/tmp", *hidden_homes, *hidden])]
         # parents before children (a later bind must not hide an earlier one's child); at one path a cover first,
         # and the writable bind wins
         mounts.sort(key=lambda m: (m[2], _MOUNT_ORDER[m[0]]))
@@ -193,7 +194,7 @@ class Sandbox:
 
     def to_json(self) -> dict[str, Any]:
         return {"bwrap": self.bwrap, "writable": self.writable, "readonly": self.readonly, "network": self.network,
-                "uid": self.uid}
+                "uid": self.uid, "tools": self.tools}
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> Sandbox | None:
@@ -201,7 +202,7 @@ class Sandbox:
             return None
         uid = data.get("uid")
         return cls(data["bwrap"], list(data["writable"]), list(data["readonly"]), bool(data.get("network")),
-                   None if uid is None else int(uid))
+                   None if uid is None else int(uid), list(data.get("tools", [])))
 
 
 def named_paths(commands: Iterable[str]) -> list[str]:
