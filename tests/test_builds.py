@@ -26,6 +26,9 @@ def test_a_c_extension_is_fixed_in_the_sandbox(tmp_path: Path, server: ScriptedS
     patch = (run.out / "patch.diff").read_text()
     assert "+    return PyLong_FromLong(a + b);" in patch and ".so" not in patch
     assert [(b.name, b.passed) for b in result.build] == [("setup.py", True)]
+    # the project's [build-system].requires went into the run environment in setup, network on
+    assert [(s.name, s.passed) for s in result.setup] == [("build-requires", True)]
+    assert "'setuptools>=61'" in result.setup[0].command
     assert "running build_ext" in (run.out / "build" / "setup.py.log").read_text()
     assert [(r.kind, r.passed) for r in result.rounds][:2] == [("build", False), ("full", False)]
 

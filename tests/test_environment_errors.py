@@ -39,3 +39,15 @@ def test_a_gate_that_needs_the_network_stops_the_run_with_exit_10(tmp_path: Path
 def test_a_gate_whose_program_cannot_run_stops_the_run_with_exit_10(tmp_path: Path, server: ScriptedServer) -> None:
     line = stopped_for_the_environment(tmp_path, server, "prime-ci-no-such-tool -e py")
     assert "could not start its program" in line and "prime-ci-no-such-tool" in line, line
+
+
+def test_a_build_that_cannot_import_what_it_builds_with_stops_before_the_model(tmp_path: Path,
+                                                                               server: ScriptedServer) -> None:
+    """A missing build requirement (setuptools-scm, Cython) is not the model's: exit 10 before any model call."""
+    repo = make_repo(tmp_path / "repo", {**BUGGY, "setup.py": "import prime_ci_no_such_build_helper\n"})
+    run = run_prime(tmp_path, repo, server, "--sandbox", "off", "--build", "python setup.py build_ext --inplace",
+                    "--gate", "python -m pytest -q")
+    assert run.code == 10, run.proc.stderr
+    assert not server.chat_requests
+    said = [line for line in run.proc.stderr.splitlines() if line.startswith("prime-ci: environment_error:")]
+    assert len(said) == 1 and "prime_ci_no_such_build_helper" in said[0] and "[build-system].requires" in said[0]

@@ -214,6 +214,8 @@ class Run:
         builder = self.judge.builds
         assert builder is not None
         await builder.start(self.say)
+        if (fault := self.judge.environment_fault()) is not None:  # the project does not build here: not the model's
+            return Stop(StopReason.ENVIRONMENT_ERROR, fault)
         with doing("kernel start"):
             try:
                 await self.kernel.start()

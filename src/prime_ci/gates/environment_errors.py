@@ -24,6 +24,8 @@ _NETWORK = re.compile(
 # A command that could not be started: the shell's own words, or bash's for a script whose interpreter is missing.
 _CANNOT_RUN = re.compile(r"(?:command not found|: not found|cannot execute: required file not found"
                          r"|cannot execute: No such file or directory|bad interpreter)")
+# A build that cannot import what it builds with (setuptools_scm, Cython): a missing build requirement.
+_MISSING_MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '([A-Za-z0-9_.]+)'")
 MAX_QUOTED = 200
 
 # What to do in setup (which has the network) for the tools that reach for it as they run.
@@ -43,11 +45,14 @@ _PREPARE = {
 class EnvironmentFault:
     """Why a command failed for want of its environment, in one line."""
 
-    kind: str  # "network" or "cannot run"
+    kind: str  # "network", "cannot run" or "missing module"
     line: str  # what the command printed that says so
 
     def detail(self, what: str, command: str) -> str:
         quoted = self.line if len(self.line) <= MAX_QUOTED else self.line[:MAX_QUOTED] + "…"
+        if self.kind == "missing module":
+            return (f"{what} could not import a module it builds with ({quoted!r}): add it to [build-system].requires"
+                    " (installed in setup for --build) or install it in --setup")
         if self.kind == "network":
             tool = _tool(command)
             how = _PREPARE.get(tool, "prepare what it fetches in --setup (setup has the network)")
@@ -56,9 +61,14 @@ class EnvironmentFault:
                 "project's environment, /usr), or name its directory with --sandbox-ro")
 
 
-def recognise(output: str, exit_code: int | None) -> EnvironmentFault | None:
-    """The environment error a failed command's output shows, if any (the last such line)."""
+def recognise(output: str, exit_code: int | None, *, build: bool = False) -> EnvironmentFault | None:
+    """The environment error a failed command's output shows, if any (the last such line). For a build, a module
+    it cannot import is one too (a gate's is the model's: its code may import what does not exist)."""
     lines = output.splitlines()
+    if build:
+        for line in reversed(lines):
+            if _MISSING_MODULE.search(line):
+                return EnvironmentFault("missing module", line.strip())
     if exit_code in (126, 127):
         for line in reversed(lines):
             if _CANNOT_RUN.search(line):

@@ -201,7 +201,7 @@ class Judge:
             results = [] if fast_feedback is not None else await self._full(None)
         if fast_feedback is None and all(r.passed for r in results):
             return Stop(StopReason.COMPLETED, "all gates passed")
-        if (fault := self._environment_fault()) is not None:
+        if (fault := self.environment_fault()) is not None:
             return Stop(StopReason.ENVIRONMENT_ERROR, fault)
         self.failed_rounds += 1
         if self.failed_rounds > self.max_retries:
@@ -215,10 +215,10 @@ class Judge:
             header += f"The builds ran first ({built}: ok), so the gates tested what your sources build to.\n"
         return header + (fast_feedback or "\n" + feedback_message(self.last))
 
-    def _environment_fault(self) -> str | None:
+    def environment_fault(self) -> str | None:
         """A failed build or gate of the last round that failed for want of its environment, in one line."""
         if self.builds is not None and (failed := self.builds.failed()) is not None:
-            fault = environment_errors.recognise(self.builds.log_text(failed), failed.exit_code)
+            fault = environment_errors.recognise(self.builds.log_text(failed), failed.exit_code, build=True)
             return fault.detail(f"build {failed.name}", failed.command) if fault else None
         for result in self.last:
             if not result.passed and (fault := environment_errors.recognise(result.output, result.exit_code)):
