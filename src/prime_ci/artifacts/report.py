@@ -20,7 +20,7 @@ from prime_ci.artifacts.summary_parts import (
 from prime_ci.durations import format_duration
 from prime_ci.gates.junit import ended
 from prime_ci.isolation.untrusted import visible
-from prime_ci.model.usage import usd
+from prime_ci.money import usd
 
 RESULT_VERSION = 1
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from prime_ci.durations import format_duration
 from prime_ci.isolation.untrusted import clean_terminal_text, visible
-from prime_ci.model.usage import usd
+from prime_ci.money import usd
 
 PATCH_CHARS = 30_000  # a pull request body holds 65,536 characters: the patch keeps room for the rest
 MESSAGE_CHARS = 4_000

@@ -20,6 +20,7 @@ from prime_ci.cli.app import cli, console, host_setup, say
 from prime_ci.cli.options import API_BASE, JSON, MODEL, OUT, POS, PYTHON, SANDBOX
 from prime_ci.cli.params import PanelCommand, PanelOption
 from prime_ci.errors import ConfigError
+from prime_ci.money import usd
 
 if TYPE_CHECKING:
     from prime_ci.bench.model import BenchReport
@@ -176,7 +177,7 @@ def _bar(total: int) -> Iterator[Callable[[Any, int, int], None]]:
 
     def line(result: Any, done: int, total: int) -> str:
         verdict = "[green]solved[/]" if result.solved else "[red]unsolved[/]"
-        cost = "" if result.cost_usd is None else f", ${result.cost_usd:.4f}"
+        cost = "" if result.cost_usd is None else f", {usd(result.cost_usd)}"
         why = result.stop_reason
         if result.detail and not result.solved:
             why += f": {escape(result.detail.splitlines()[0][:160])}"

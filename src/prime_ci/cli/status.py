@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 from prime_ci.activity import NEST
 from prime_ci.durations import format_duration, parse_duration
 from prime_ci.isolation.untrusted import visible
-from prime_ci.model.usage import usd
+from prime_ci.money import usd
 
 if TYPE_CHECKING:  # say() loads this module: it stays light
     from prime_ci.engine.progress import Status

@@ -18,7 +18,7 @@ from prime_ci.durations import format_duration
 from prime_ci.engine.setup import SetupOutcome, last_lines
 from prime_ci.gates.junit import GateResult, ended, escape_data, escape_property, github_annotations
 from prime_ci.isolation.untrusted import clean_terminal_text
-from prime_ci.model.usage import usd
+from prime_ci.money import usd
 
 Emit = Callable[[str], None]
 TAIL_LINES = 30  # of a setup command's output, in its group

@@ -30,7 +30,8 @@ from prime_ci.activity import doing
 from prime_ci.errors import ModelError, PrimeCIError
 from prime_ci.model.protocol import UNREADABLE, Model, ModelReply, endpoint
 from prime_ci.model.providers import seconds
-from prime_ci.model.usage import Cost, TokenRate, Usage, message_chars, usd
+from prime_ci.model.usage import Cost, TokenRate, Usage, message_chars
+from prime_ci.money import usd
 from prime_ci.stops import StopReason
 
 MIN_COMPLETION = 16
