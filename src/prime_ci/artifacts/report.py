@@ -57,7 +57,7 @@ def _commands_table(title: str, entries: list[dict[str, Any]]) -> list[str]:
     lines = [f"### {title}", "", "| command | result | exit | time |", "|---|---|---|---|"]
     for s in entries:
         state = "✅ ok" if s["passed"] else _failed(s, "❌ failed")
-        lines.append(f"| {code_cell(s['command'])} | {state} | {_exit(s)} | {s['duration_s']:.1f}s |")
+        lines.append(f"| {code_cell(s['command'])} | {state} | {_exit(s)} | {format_duration(s['duration_s'])} |")
     return [*lines, ""]
 
 
@@ -104,7 +104,7 @@ def _gates_table(result: dict[str, Any]) -> list[str]:
         if g.get("attempts", 1) > 1:
             state += f" · {g['attempts']} attempts in its last round"
         lines.append(f"| `{g['name']}` | {code_cell(g.get('command', ''))} | {state} | {_exit(g)} | "
-                     f"{g['duration_s']:.1f}s | {_rounds_run(g['name'], result.get('rounds') or [])} |")
+                     f"{format_duration(g['duration_s'])} | {_rounds_run(g['name'], result.get('rounds') or [])} |")
     return [*lines, ""]
 
 

@@ -97,8 +97,8 @@ def rounds_section(result: dict[str, Any], failing: list[list[dict[str, Any]]]) 
             cells.append(f"… and {len(items) - TESTS_PER_ROUND} more | ")
         at = format_duration(entry["at_s"]) if entry.get("at_s") is not None else ""
         first = cells[0] if cells else " | "
-        lines.append(f"| {entry.get('round', '')} | {kind} | {state} | {first} | {entry.get('duration_s', 0):.1f}s "
-                     f"| {at} |")
+        took = format_duration(entry.get("duration_s", 0))
+        lines.append(f"| {entry.get('round', '')} | {kind} | {state} | {first} | {took} | {at} |")
         lines += [f"| | | | {cell} | | |" for cell in cells[1:]]
     ttg = result.get("time_to_green_s")
     green = next((r.get("round") for r in rounds if r.get("kind") == "full" and r.get("passed")), None)

@@ -19,6 +19,7 @@ from rich.markup import escape
 from prime_ci.cli.app import cli, console, host_setup, say
 from prime_ci.cli.options import API_BASE, JSON, MODEL, OUT, POS, PYTHON, SANDBOX
 from prime_ci.cli.params import PanelCommand, PanelOption
+from prime_ci.durations import format_duration
 from prime_ci.errors import ConfigError
 from prime_ci.money import usd
 
@@ -183,7 +184,7 @@ def _bar(total: int) -> Iterator[Callable[[Any, int, int], None]]:
             why += f": {escape(result.detail.splitlines()[0][:160])}"
         return (f"\\[{done}/{total}] {escape(result.id)} @{escape(result.harness)}"
                 f"{f' r{result.repeat}' if result.repeat else ''}: {verdict} ({why}; {result.turns} "
-                f"turns, {result.wall_s:.1f}s{cost})")
+                f"turns, {format_duration(result.wall_s)}{cost})")
 
     if not sys.stderr.isatty():
         yield lambda result, done, total: say(line(result, done, total))

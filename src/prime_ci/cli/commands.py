@@ -16,6 +16,7 @@ from prime_ci.cli.operator_config import given
 from prime_ci.cli.options import BUILD, GATE, GATES_FILE, JSON, OUT, PASS_ENV, PYTHON, RUN_OPTIONS, SANDBOX, SANDBOX_RO
 from prime_ci.cli.params import PanelCommand, PanelOption, options
 from prime_ci.cli.status import for_run
+from prime_ci.durations import format_duration
 from prime_ci.errors import PrimeCIError
 from prime_ci.isolation import limits
 
@@ -127,7 +128,7 @@ def gates(
         state = "pass" if r.passed else "FAIL"
         what = r.name if r.name.startswith("build: ") else f"gate {r.name}"
         say_plain(f"{what}: {state}{' (flaky)' if r.flaky else ''} {ended(r.exit_code, r.timed_out, r.timeout_s)} "
-                  f"in {r.duration_s:.1f}s -> {r.log_path}")
+                  f"in {format_duration(r.duration_s)} -> {r.log_path}")
     if junit is not None:
         write_gates_junit(results, junit)
     if os.environ.get("GITHUB_ACTIONS") == "true":

@@ -68,7 +68,7 @@ def test_rounds_go_red_to_green_with_the_failing_tests_named() -> None:
     rows = [line for line in md.splitlines() if re.match(r"\| (\d+ )?\|", line)]
     assert rows[0] == f"| 1 | full | ❌ red | {code_cell(HOSTILE_TEST, 200)} | `assert -1 == 5` | 2.5s | 10s |"
     assert rows[1] == "| | | | `test_x.py::test_b` | `` AssertionError: `<!-- x -->` `` | | |"
-    assert rows[2] == "| 2 | fast (1 test) | ✅ green |  |  | 1.0s | 20s |"
+    assert rows[2] == "| 2 | fast (1 test) | ✅ green |  |  | 1s | 20s |"
     assert rows[3].startswith("| 2 | full | ✅ green |")
     assert "**Time to green:** 23s into the run (round 2)" in md
     never = summary_markdown(result(rounds=result()["rounds"][:1], time_to_green_s=None), inputs())

@@ -30,7 +30,7 @@ def test_lines_inside_a_group_cannot_start_a_workflow_command() -> None:
     failing = [{"gate": "pytest", "test": "::error::t\n::notice::x", "message": "m", "file": "t.py", "line": 1}]
     actions.round({"round": 1, "kind": "full", "passed": False, "gates": ["pytest"], "duration_s": 1.0}, failing)
     assert commands(emitted) == ["::group::setup 1/2 pip: FAILED (exit 1) in 1.5s", "::endgroup::",
-                                 "::group::gate round 1 (full): red: 1 failing test(s) in 1.0s", "::endgroup::"]
+                                 "::group::gate round 1 (full): red: 1 failing test(s) in 1s", "::endgroup::"]
     assert "│ # #[error]old style" in emitted and not any("##[" in line for line in emitted)
 
 
