@@ -74,7 +74,7 @@ def summary_markdown(result: dict[str, Any], inputs: SummaryInputs | None = None
         lines += ["**Flags:**", ""] + [f"- {code_span(f, 300)}" for f in result["flags"]] + [""]
     lines += task_section(str(result.get("task", "")))
     lines += [f"**Model:** {code_span(result['model'])} · **Base:** `{str(result.get('base_commit'))[:12]}` · "
-              f"**Sandbox:** {code_span(result.get('sandbox', 'off'))}", ""]
+              f"**Sandbox:** {code_span(result.get('sandbox', 'off'), 600)}", ""]
     if result.get("dirty"):
         note = dirty_note(result["dirty"], bool(result.get("snapshot_of")), result.get("dirty_count"))
         lines += [f"**Uncommitted changes:** {code_span(note, 600)}", ""]

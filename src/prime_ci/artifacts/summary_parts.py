@@ -39,11 +39,19 @@ class SummaryInputs:
     links: list[tuple[str, str]] = field(default_factory=list)
 
 
+def _one_line(text: str, limit: int) -> str:
+    """``text`` on one line, hidden characters shown; longer than ``limit``, cut at a word's end and marked ``…``."""
+    text = " ".join(visible(clean_terminal_text(str(text))).split())
+    if len(text) <= limit:
+        return text
+    space = text.rfind(" ", 0, limit + 1)
+    return text[: space if space > limit * 2 // 3 else limit].rstrip() + "…"
+
+
 def code_span(text: str, limit: int = 120) -> str:
     """Untrusted text as one inline code span: one line, clipped, its backticks unable to end it; escape sequences
     dropped, hidden characters shown (``<U+202E>``)."""
-    text = " ".join(visible(clean_terminal_text(str(text))).split())
-    text = text[:limit] + ("…" if len(text) > limit else "")
+    text = _one_line(text, limit)
     fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
@@ -52,8 +60,7 @@ def code_span(text: str, limit: int = 120) -> str:
 def plain(text: str, limit: int = 600) -> str:
     """Untrusted text as one line of ordinary text: markdown and HTML characters escaped, ``@name`` in a code span
     (it notifies nobody), hidden characters shown."""
-    text = " ".join(visible(clean_terminal_text(str(text))).split())
-    text = text[:limit] + ("…" if len(text) > limit else "")
+    text = _one_line(text, limit)
     parts = _MENTION.split(text)  # odd items are the mentions
     return "".join(code_span(part) if i % 2 else _MARKUP.sub(r"\\\g<0>", part) for i, part in enumerate(parts))
 

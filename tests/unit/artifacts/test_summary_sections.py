@@ -133,3 +133,12 @@ def test_links_need_the_jobs_variables() -> None:
     assert github_links({**env, "GITHUB_REPOSITORY": "o/r) [x](http://evil"}) == []
     md = summary_markdown(result(), inputs())
     assert md.rstrip().endswith("- [the workflow run](https://github.com/o/r/actions/runs/1)")
+
+
+def test_the_sandbox_line_is_whole_and_long_text_is_cut_at_a_word() -> None:
+    status = ("on (bubblewrap: no network, read-only host, private /tmp, PID and user namespaces, no capabilities, "
+              "seccomp, host uid 1879051292)")
+    md = summary_markdown(result(sandbox=status), inputs())
+    assert f"**Sandbox:** `{status}`" in md
+    long = "word " * 200
+    assert code_cell(long, 120) == "`" + "word " * 23 + "word…`" and plain(long, 600).endswith(" word…")
