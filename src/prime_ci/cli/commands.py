@@ -67,11 +67,16 @@ def demo(out: Path | None, json_output: bool) -> int:
 
 
 @cli.command()
-@click.argument("session", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("session", metavar="SESSION|RUN_DIR", type=click.Path(exists=True, path_type=Path))
 def show(session: Path) -> int:
-    """Render a session log for a person."""
+    """Render a session log for a person: a session file, or a run's artifacts directory (its session.jsonl and
+    its sub-agents' sessions)."""
     from prime_ci.session.show import render
 
+    if session.is_dir():
+        if not (session / "session.jsonl").is_file():
+            raise click.UsageError(f"{session}: no session.jsonl in this directory (not a run's artifacts?)")
+        session = session / "session.jsonl"
     render(session)
     return 0
 
