@@ -26,7 +26,11 @@ from prime_ci.isolation import limits
 @options(RUN_OPTIONS)
 @click.pass_context
 def run(ctx: click.Context, /, **params: Any) -> int:
-    """Clone REPO into a disposable worktree and let the model work there."""
+    """Clone REPO into a disposable worktree and let the model work there.
+
+    A relative path, on the command line or in a --config file, is relative to the working directory (REPO,
+    --task-file, --gates-file, --sandbox-ro, --out, ...); paths in the repository's prime-ci.toml are relative to
+    the worktree."""
     from prime_ci.isolation.sandbox import start_trial
 
     flags = given(ctx, params)

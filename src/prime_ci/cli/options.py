@@ -27,7 +27,7 @@ API_BASE = Opt("--api-base", type=HTTP_URL, metavar="URL", envvar="PRIME_CI_API_
 GATE = Opt("--gate", multiple=True, metavar="CMD", default=RUN, panel="Gates",
            help="Shell command that must exit 0 (repeatable).")
 GATES_FILE = Opt("--gates-file", multiple=True, metavar="PATH", default=RUN, panel="Gates",
-                 help="TOML file of [[gate]] tables (repeatable).")
+                 help="TOML file of [[gate]] tables (repeatable; with --gates-from, read from REPO at that commit).")
 BUILD = Opt("--build", multiple=True, metavar="CMD", default=RUN, panel="Gates",
             help="Trusted command run before every gate round, e.g. 'python setup.py build_ext --inplace' "
             "(repeatable; sandboxed, no network, the run's environment writable).")
