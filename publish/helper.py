@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -210,6 +211,18 @@ def load_json(path: str) -> Any:
         raise SystemExit(f"prime-ci publish: cannot read {path}: {exc}") from None
 
 
+def usd(value: float) -> str:
+    """prime-ci's one money format (``prime_ci.money.usd``; a test keeps the two alike): ``$0.01`` and up to two
+    places, below a cent four significant digits."""
+    if value < 0:
+        return "-" + usd(-value)
+    if value == 0:
+        return "$0.00"
+    places = 3 - math.floor(math.log10(value))
+    small = round(value, places)
+    return f"${small:.{places}f}".rstrip("0") if small < 0.01 else f"${value:,.2f}"
+
+
 def title(result: dict[str, Any], given: str) -> str:
     text = given.strip() or "prime-ci: " + (str(result.get("task", "")).strip().splitlines() or ["change"])[0]
     text = " ".join(sanitize(text).split())
@@ -233,7 +246,7 @@ def body(result: dict[str, Any], summary: str | None = None) -> str:
         f"**Task:** {task[:1000]}{'…' if len(task) > 1000 else ''}",
         "",
         f"**Model:** {code(result.get('model', ''))} · **turns:** {usage.get('turns')} · "
-        f"**tokens:** {usage.get('total_tokens')} · **cost:** {'unknown' if cost is None else f'${cost:.4f}'}",
+        f"**tokens:** {usage.get('total_tokens')} · **cost:** {'unknown' if cost is None else usd(cost)}",
         "",
     ]
     gates = result.get("gates") or []

@@ -67,7 +67,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("loop", "artifacts"),
     ("gates", "kernel", "model"),
     ("session",),
-    ("activity", "durations", "stops"),
+    ("activity", "durations", "money", "stops"),
     ("isolation",),
     ("errors",),
 ]

@@ -39,13 +39,13 @@ CASES: dict[str, Case] = {
     "not-a-git-repo": Case(["run", "{plain}", "--task", "t", *MODEL], ["git"]),
     "missing-task-file": Case(["run", "{repo}", "--task-file", "{tmp}/missing.md", *MODEL], ["missing.md"]),
     "broken-gates-toml-in-repo": Case(
-        ["run", "{repo}", "--task", "t", "--gates-file", "gates/broken.toml", *MODEL], ["broken.toml", "line 3"]
+        ["run", "{repo}", "--task", "t", "--gates-file", "{repo}/gates/broken.toml", *MODEL], ["broken.toml", "line 3"]
     ),
     "broken-gates-toml-outside": Case(
         ["run", "{repo}", "--task", "t", "--gates-file", "{tmp}/broken.toml", *MODEL], ["broken.toml", "line 3"]
     ),
     "incomplete-gates-toml-in-repo": Case(
-        ["run", "{repo}", "--task", "t", "--gates-file", "gates/incomplete.toml", *MODEL],
+        ["run", "{repo}", "--task", "t", "--gates-file", "{repo}/gates/incomplete.toml", *MODEL],
         ["incomplete.toml", "command"],
     ),
     "incomplete-gates-toml-outside": Case(

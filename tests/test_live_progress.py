@@ -19,7 +19,7 @@ from prime_ci.testing import ScriptedServer, Step, ipython, reply
 from prime_ci.testing.steps import Body
 
 HELD_S = 120.0  # the longest the first model call is held if the test never releases it
-STATUS = re.compile(r"^» model call (\d+)s · turn 1/7 · 0/90k tokens · \$0/\$2\.00 · wall \S+/10m$")
+STATUS = re.compile(r"^» model call (\d+)s · turn 1/7 · 0/90k tokens · \$0\.00/\$2\.00 · wall \S+/10m$")
 
 
 class SlowFirstCall:
@@ -124,6 +124,6 @@ def test_a_log_gets_a_heartbeat_naming_the_slow_model_call(
             proc.wait()
     text = log.read_text()
     beat = next(line for line in text.splitlines() if "waiting for the model" in line)
-    assert re.fullmatch(r"prime-ci: … waiting for the model \(\d+s\) · turn 1/7 · 0/90k tokens · \$0/\$2\.00 · "
+    assert re.fullmatch(r"prime-ci: … waiting for the model \(\d+s\) · turn 1/7 · 0/90k tokens · \$0\.00/\$2\.00 · "
                         r"wall \S+/10m", beat), beat
     assert "\r" not in text and "\x1b" not in text  # a log gets whole lines, never a redrawn one

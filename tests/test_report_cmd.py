@@ -108,7 +108,7 @@ def test_cost_totals_are_none_aware(shards: list[Path], tmp_path: Path) -> None:
         (dirs[-1] / "result.json").write_text(json.dumps(result))
     markdown, data = aggregate(dirs)
     assert data["totals"]["cost_usd"] == 0.25 and data["totals"]["cost_unknown_runs"] == 2
-    assert "$0.2500 (+ 2 runs of unknown cost)" in markdown
+    assert "$0.25 (+ 2 runs of unknown cost)" in markdown
 
     for d in dirs:
         result = read(d / "result.json")

@@ -118,7 +118,7 @@ def test_show_renders_prime_agent_entry_kinds_literally(tmp_path: Path) -> None:
     out = _show(FIXTURES / "compaction.jsonl")
     assert _in_order(out, ["thinking level: high", "FIXTURE-MAIN-1", "FIXTURE-THINKING", "$ git status --short",
                            "$ cat secret.txt", "not sent to the model", "FIXTURE-COMPACTION", "48213 tokens before",
-                           "FIXTURE-MAIN-4", "my-extension: {", "FIXTURE-CUSTOM-MESSAGE",
+                           "FIXTURE-MAIN-4", "my-extension: count: 42, ratio: 0.5", "FIXTURE-CUSTOM-MESSAGE",
                            "session name: Fix the add function", "child usage attributed to",
                            "service tier: priority"]), out
     child = _show(FIXTURES / "child.jsonl")

@@ -1,4 +1,4 @@
-"""Duration parsing: ``90s``, ``20m``, ``1h30m``, ``1.5h`` or plain seconds."""
+"""Durations: parsing ``90s``, ``20m``, ``1h30m``, ``1.5h`` or plain seconds, and printing them that way."""
 
 from __future__ import annotations
 
@@ -33,6 +33,11 @@ def parse_duration(value: str | int | float, *, what: str = "duration") -> float
 
 
 def format_duration(seconds: float) -> str:
+    """``seconds`` as ``--max-wall`` takes it, the one way prime-ci prints a duration: ``1h30m``, ``2m5s``, ``45s``;
+    under a minute to a tenth of a second (``1.5s``)."""
+    tenths = round(seconds, 1)
+    if tenths < 60 and tenths != int(tenths):
+        return f"{tenths:.1f}s"
     s = round(seconds)
     h, rest = divmod(s, 3600)
     m, sec = divmod(rest, 60)

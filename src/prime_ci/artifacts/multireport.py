@@ -15,6 +15,7 @@ from prime_ci.errors import ConfigError
 from prime_ci.isolation import durable
 from prime_ci.isolation.parse import json_loads
 from prime_ci.isolation.untrusted import visible
+from prime_ci.money import usd_or_unknown
 
 REPORT_VERSION = 1
 MAX_FILES_SHOWN = 100
@@ -90,10 +91,6 @@ def _totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _cost(value: float | None) -> str:
-    return "unknown" if value is None else f"${value:.4f}"
-
-
 def _markdown(rows: list[dict[str, Any]], totals: dict[str, Any]) -> str:
     icon = "✅" if totals["failed"] == 0 else "❌"
     lines = [
@@ -110,10 +107,10 @@ def _markdown(rows: list[dict[str, Any]], totals: dict[str, Any]) -> str:
             gates += " (" + ", ".join(code_cell(n) for n in r["failed_gates"][:5]) + ")"
         lines.append(
             f"| {state} {code_cell(r['run_id'])} | {code_cell(r['stop_reason'])} | {r['exit_code']} | {r['turns']} | "
-            f"{r['total_tokens']:,} | {_cost(r['cost_usd'])} | {format_duration(r['wall_s'])} | {gates} | "
+            f"{r['total_tokens']:,} | {usd_or_unknown(r['cost_usd'])} | {format_duration(r['wall_s'])} | {gates} | "
             f"{r['changed_files']} |"
         )
-    cost = _cost(totals["cost_usd"])
+    cost = usd_or_unknown(totals["cost_usd"])
     if totals["cost_unknown_runs"] and totals["cost_usd"] is not None:
         cost += f" (+ {totals['cost_unknown_runs']} runs of unknown cost)"
     reasons = ", ".join(f"`{k}` × {v}" for k, v in totals["stop_reasons"].items())

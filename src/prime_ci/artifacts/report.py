@@ -20,7 +20,7 @@ from prime_ci.artifacts.summary_parts import (
 from prime_ci.durations import format_duration
 from prime_ci.gates.junit import ended
 from prime_ci.isolation.untrusted import visible
-from prime_ci.model.usage import usd
+from prime_ci.money import usd
 
 RESULT_VERSION = 1
 
@@ -57,7 +57,7 @@ def _commands_table(title: str, entries: list[dict[str, Any]]) -> list[str]:
     lines = [f"### {title}", "", "| command | result | exit | time |", "|---|---|---|---|"]
     for s in entries:
         state = "✅ ok" if s["passed"] else _failed(s, "❌ failed")
-        lines.append(f"| {code_cell(s['command'])} | {state} | {_exit(s)} | {s['duration_s']:.1f}s |")
+        lines.append(f"| {code_cell(s['command'])} | {state} | {_exit(s)} | {format_duration(s['duration_s'])} |")
     return [*lines, ""]
 
 
@@ -74,7 +74,7 @@ def summary_markdown(result: dict[str, Any], inputs: SummaryInputs | None = None
         lines += ["**Flags:**", ""] + [f"- {code_span(f, 300)}" for f in result["flags"]] + [""]
     lines += task_section(str(result.get("task", "")))
     lines += [f"**Model:** {code_span(result['model'])} · **Base:** `{str(result.get('base_commit'))[:12]}` · "
-              f"**Sandbox:** {code_span(result.get('sandbox', 'off'))}", ""]
+              f"**Sandbox:** {code_span(result.get('sandbox', 'off'), 600)}", ""]
     if result.get("dirty"):
         note = dirty_note(result["dirty"], bool(result.get("snapshot_of")), result.get("dirty_count"))
         lines += [f"**Uncommitted changes:** {code_span(note, 600)}", ""]
@@ -104,7 +104,7 @@ def _gates_table(result: dict[str, Any]) -> list[str]:
         if g.get("attempts", 1) > 1:
             state += f" · {g['attempts']} attempts in its last round"
         lines.append(f"| `{g['name']}` | {code_cell(g.get('command', ''))} | {state} | {_exit(g)} | "
-                     f"{g['duration_s']:.1f}s | {_rounds_run(g['name'], result.get('rounds') or [])} |")
+                     f"{format_duration(g['duration_s'])} | {_rounds_run(g['name'], result.get('rounds') or [])} |")
     return [*lines, ""]
 
 

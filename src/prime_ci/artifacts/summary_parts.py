@@ -15,7 +15,7 @@ from typing import Any
 
 from prime_ci.durations import format_duration
 from prime_ci.isolation.untrusted import clean_terminal_text, visible
-from prime_ci.model.usage import usd
+from prime_ci.money import usd
 
 PATCH_CHARS = 30_000  # a pull request body holds 65,536 characters: the patch keeps room for the rest
 MESSAGE_CHARS = 4_000
@@ -39,11 +39,19 @@ class SummaryInputs:
     links: list[tuple[str, str]] = field(default_factory=list)
 
 
+def _one_line(text: str, limit: int) -> str:
+    """``text`` on one line, hidden characters shown; longer than ``limit``, cut at a word's end and marked ``…``."""
+    text = " ".join(visible(clean_terminal_text(str(text))).split())
+    if len(text) <= limit:
+        return text
+    space = text.rfind(" ", 0, limit + 1)
+    return text[: space if space > limit * 2 // 3 else limit].rstrip() + "…"
+
+
 def code_span(text: str, limit: int = 120) -> str:
     """Untrusted text as one inline code span: one line, clipped, its backticks unable to end it; escape sequences
     dropped, hidden characters shown (``<U+202E>``)."""
-    text = " ".join(visible(clean_terminal_text(str(text))).split())
-    text = text[:limit] + ("…" if len(text) > limit else "")
+    text = _one_line(text, limit)
     fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
@@ -52,8 +60,7 @@ def code_span(text: str, limit: int = 120) -> str:
 def plain(text: str, limit: int = 600) -> str:
     """Untrusted text as one line of ordinary text: markdown and HTML characters escaped, ``@name`` in a code span
     (it notifies nobody), hidden characters shown."""
-    text = " ".join(visible(clean_terminal_text(str(text))).split())
-    text = text[:limit] + ("…" if len(text) > limit else "")
+    text = _one_line(text, limit)
     parts = _MENTION.split(text)  # odd items are the mentions
     return "".join(code_span(part) if i % 2 else _MARKUP.sub(r"\\\g<0>", part) for i, part in enumerate(parts))
 
@@ -97,8 +104,8 @@ def rounds_section(result: dict[str, Any], failing: list[list[dict[str, Any]]]) 
             cells.append(f"… and {len(items) - TESTS_PER_ROUND} more | ")
         at = format_duration(entry["at_s"]) if entry.get("at_s") is not None else ""
         first = cells[0] if cells else " | "
-        lines.append(f"| {entry.get('round', '')} | {kind} | {state} | {first} | {entry.get('duration_s', 0):.1f}s "
-                     f"| {at} |")
+        took = format_duration(entry.get("duration_s", 0))
+        lines.append(f"| {entry.get('round', '')} | {kind} | {state} | {first} | {took} | {at} |")
         lines += [f"| | | | {cell} | | |" for cell in cells[1:]]
     ttg = result.get("time_to_green_s")
     green = next((r.get("round") for r in rounds if r.get("kind") == "full" and r.get("passed")), None)

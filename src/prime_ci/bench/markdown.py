@@ -11,22 +11,13 @@ from prime_ci.bench.model import BenchReport, Comparison, Interval, Summary, Tas
 from prime_ci.bench.stats import run_key
 from prime_ci.durations import format_duration
 from prime_ci.isolation.untrusted import visible
+from prime_ci.money import usd, usd_or_unknown
 
 RECORDED_NOTE = ("recorded sessions (replay) — these numbers show the machinery, not a model's ability; "
                  "run with --model for real numbers")
 MAX_KEYS_SHOWN = 20
 _METHODS = {"wilson": "Wilson"}
 _COMPLETED = "completed"
-
-
-def _usd(value: float) -> str:
-    """A dollar figure with its real precision; the same format as ``prime_ci.model.usage.usd`` (bench/ does not
-    depend on the model layer)."""
-    return f"${value:.6f}".rstrip("0").rstrip(".") if value < 1 else f"${value:,.2f}"
-
-
-def _cost(value: float | None) -> str:
-    return "unknown" if value is None else _usd(value)
 
 
 def _cell(text: str) -> str:
@@ -58,7 +49,7 @@ def _signed(value: float, fmt: str) -> str:
 
 
 def _signed_usd(value: float | None) -> str:
-    return "unknown" if value is None else _sign(value) + _usd(abs(value))
+    return "unknown" if value is None else _sign(value) + usd(abs(value))
 
 
 def _signed_duration(value: float) -> str:
@@ -126,7 +117,7 @@ def _harness(report: BenchReport, summary: Summary, repeats: bool) -> list[str]:
     source = "no harness state" if summary.source == "none" else f"from {_code(summary.source)}"
     lines = [f"### Harness {_code(summary.harness)} ({source})", "",
              f"- **Solve rate:** {solve_rate_line(summary)}",
-             f"- **Cost:** {_cost(summary.cost_usd)} · **Tokens:** {summary.total_tokens:,} · "
+             f"- **Cost:** {usd_or_unknown(summary.cost_usd)} · **Tokens:** {summary.total_tokens:,} · "
              f"**Turns:** {summary.turns} · **Wall:** {format_duration(summary.wall_s)} (sum) · "
              f"**Median time-to-green:** {_ttg(summary.median_time_to_green_s)}"]
     groups: dict[str, list[str]] = {}
@@ -153,7 +144,7 @@ def _comparison(report: BenchReport, comparison: Comparison, repeats: bool) -> l
         if what == "rate":
             return f"{summary.solved}/{summary.runs} = {_pct(summary.solve_rate)}"
         if what == "cost":
-            return _cost(summary.cost_usd)
+            return usd_or_unknown(summary.cost_usd)
         if what == "tokens":
             return f"{summary.total_tokens:,}"
         return format_duration(summary.wall_s)
@@ -237,7 +228,7 @@ def _tasks(report: BenchReport) -> list[str]:
         elif t.detail and not t.solved and t.stop_reason not in ("completed", "gates_failed"):
             reason += f" ({_cell(t.detail.splitlines()[0][:160])})"
         cells = [_code(t.id), _code(t.harness), *([str(t.repeat)] if with_repeat else []),
-                 "✅" if t.solved else "❌", reason, _cost(t.cost_usd), f"{t.total_tokens:,}", str(t.turns),
+                 "✅" if t.solved else "❌", reason, usd_or_unknown(t.cost_usd), f"{t.total_tokens:,}", str(t.turns),
                  format_duration(t.wall_s), _ttg(t.time_to_green_s), _link(t.run_dir)]
         lines.append("| " + " | ".join(cells) + " |")
     return [*lines, "", "</details>", ""]

@@ -13,6 +13,7 @@ from typing import Any
 
 from prime_ci.bench.model import HiddenCheck
 from prime_ci.bench.suite import DEFAULT_TEST_COMMAND, Task
+from prime_ci.durations import format_duration
 from prime_ci.engine.environment import Standalone, standalone
 from prime_ci.gates.runner import GateResult
 from prime_ci.gates.specs import GateSpec
@@ -84,7 +85,7 @@ def _not_run(command: str, result: GateResult, log: str) -> str | None:
         return f"the hidden tests could not run: pytest exit {result.exit_code}, {PYTEST_NOT_RUN[result.exit_code]} " \
                f"(see {log})"
     if result.timed_out:
-        return f"the hidden tests timed out after {HIDDEN_TIMEOUT:.0f}s (see {log})"
+        return f"the hidden tests timed out after {format_duration(HIDDEN_TIMEOUT)} (see {log})"
     return None
 
 

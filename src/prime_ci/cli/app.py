@@ -13,6 +13,7 @@ import click
 from prime_ci import __version__
 from prime_ci.cli.actions_stream import json_for_stdout, write_command
 from prime_ci.cli.status import above
+from prime_ci.durations import format_duration
 
 
 @functools.cache
@@ -90,7 +91,8 @@ def print_outcome(result: dict[str, Any], as_json: bool) -> int:
     from rich.markup import escape
 
     say(f"[bold {color}]{result['stop_reason']}[/] (exit {code}) · {usage['turns']} turns · "
-        f"{usage['total_tokens']} tokens · {result['wall_s']:.1f}s · artifacts: {escape(str(result['out_dir']))}")
+        f"{usage['total_tokens']} tokens · {format_duration(result['wall_s'])} · "
+        f"artifacts: {escape(str(result['out_dir']))}")
     if result["stop_reason"] in EXPLAINED and result.get("detail"):
         say(f"{result['stop_reason']}: {escape(str(result['detail']).splitlines()[0])}")
     if as_json:

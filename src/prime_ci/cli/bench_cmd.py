@@ -19,7 +19,9 @@ from rich.markup import escape
 from prime_ci.cli.app import cli, console, echo_json, host_setup, say
 from prime_ci.cli.options import API_BASE, JSON, MODEL, OUT, POS, PYTHON, SANDBOX
 from prime_ci.cli.params import PanelCommand, PanelOption
+from prime_ci.durations import format_duration
 from prime_ci.errors import ConfigError
+from prime_ci.money import usd
 
 if TYPE_CHECKING:
     from prime_ci.bench.model import BenchReport
@@ -176,13 +178,13 @@ def _bar(total: int) -> Iterator[Callable[[Any, int, int], None]]:
 
     def line(result: Any, done: int, total: int) -> str:
         verdict = "[green]solved[/]" if result.solved else "[red]unsolved[/]"
-        cost = "" if result.cost_usd is None else f", ${result.cost_usd:.4f}"
+        cost = "" if result.cost_usd is None else f", {usd(result.cost_usd)}"
         why = result.stop_reason
         if result.detail and not result.solved:
             why += f": {escape(result.detail.splitlines()[0][:160])}"
         return (f"\\[{done}/{total}] {escape(result.id)} @{escape(result.harness)}"
                 f"{f' r{result.repeat}' if result.repeat else ''}: {verdict} ({why}; {result.turns} "
-                f"turns, {result.wall_s:.1f}s{cost})")
+                f"turns, {format_duration(result.wall_s)}{cost})")
 
     if not sys.stderr.isatty():
         yield lambda result, done, total: say(line(result, done, total))

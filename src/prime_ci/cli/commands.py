@@ -17,6 +17,7 @@ from prime_ci.cli.operator_config import given
 from prime_ci.cli.options import BUILD, GATE, GATES_FILE, JSON, OUT, PASS_ENV, PYTHON, RUN_OPTIONS, SANDBOX, SANDBOX_RO
 from prime_ci.cli.params import PanelCommand, PanelOption, options
 from prime_ci.cli.status import for_run
+from prime_ci.durations import format_duration
 from prime_ci.errors import PrimeCIError
 from prime_ci.isolation import limits
 
@@ -26,7 +27,11 @@ from prime_ci.isolation import limits
 @options(RUN_OPTIONS)
 @click.pass_context
 def run(ctx: click.Context, /, **params: Any) -> int:
-    """Clone REPO into a disposable worktree and let the model work there."""
+    """Clone REPO into a disposable worktree and let the model work there.
+
+    A relative path, on the command line or in a --config file, is relative to the working directory (REPO,
+    --task-file, --gates-file, --sandbox-ro, --out, ...); paths in the repository's prime-ci.toml are relative to
+    the worktree."""
     from prime_ci.isolation.sandbox import start_trial
 
     flags = given(ctx, params)
@@ -67,11 +72,16 @@ def demo(out: Path | None, json_output: bool) -> int:
 
 
 @cli.command()
-@click.argument("session", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("session", metavar="SESSION|RUN_DIR", type=click.Path(exists=True, path_type=Path))
 def show(session: Path) -> int:
-    """Render a session log for a person."""
+    """Render a session log for a person: a session file, or a run's artifacts directory (its session.jsonl and
+    its sub-agents' sessions)."""
     from prime_ci.session.show import render
 
+    if session.is_dir():
+        if not (session / "session.jsonl").is_file():
+            raise click.UsageError(f"{session}: no session.jsonl in this directory (not a run's artifacts?)")
+        session = session / "session.jsonl"
     render(session)
     return 0
 
@@ -128,7 +138,7 @@ def gates(
         state = "pass" if r.passed else "FAIL"
         what = r.name if r.name.startswith("build: ") else f"gate {r.name}"
         say_plain(f"{what}: {state}{' (flaky)' if r.flaky else ''} {ended(r.exit_code, r.timed_out, r.timeout_s)} "
-                  f"in {r.duration_s:.1f}s -> {r.log_path}")
+                  f"in {format_duration(r.duration_s)} -> {r.log_path}")
     if junit is not None:
         write_gates_junit(results, junit)
     if os.environ.get("GITHUB_ACTIONS") == "true":

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from prime_ci.cli.operator_config import load_config
-from prime_ci.cli.params import DURATION, FROM_RUN_CONFIG, Opt
+from prime_ci.cli.params import DURATION, FROM_RUN_CONFIG, HTTP_URL, Opt
 
 POS = click.IntRange(min=1)
 NONNEG = click.IntRange(min=0)
@@ -22,12 +22,12 @@ RUN = FROM_RUN_CONFIG
 # shared by several commands (`.but(help=...)` where one says it in its own words)
 MODEL = Opt("--model", metavar="ID", envvar="PRIME_CI_MODEL", show_envvar=True, default=RUN, panel="Model",
             help="litellm model id, or replay:SESSION.jsonl.")
-API_BASE = Opt("--api-base", metavar="URL", envvar="PRIME_CI_API_BASE", show_envvar=True, default=RUN,
-               panel="Model", help="Provider base URL.")
+API_BASE = Opt("--api-base", type=HTTP_URL, metavar="URL", envvar="PRIME_CI_API_BASE", show_envvar=True, default=RUN,
+               panel="Model", help="Provider base URL (http:// or https://).")
 GATE = Opt("--gate", multiple=True, metavar="CMD", default=RUN, panel="Gates",
            help="Shell command that must exit 0 (repeatable).")
 GATES_FILE = Opt("--gates-file", multiple=True, metavar="PATH", default=RUN, panel="Gates",
-                 help="TOML file of [[gate]] tables (repeatable).")
+                 help="TOML file of [[gate]] tables (repeatable; with --gates-from, read from REPO at that commit).")
 BUILD = Opt("--build", multiple=True, metavar="CMD", default=RUN, panel="Gates",
             help="Trusted command run before every gate round, e.g. 'python setup.py build_ext --inplace' "
             "(repeatable; sandboxed, no network, the run's environment writable).")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 from prime_ci.activity import NEST
 from prime_ci.durations import format_duration, parse_duration
 from prime_ci.isolation.untrusted import visible
-from prime_ci.model.usage import usd
+from prime_ci.money import usd
 
 if TYPE_CHECKING:  # say() loads this module: it stays light
     from prime_ci.engine.progress import Status
@@ -102,7 +102,7 @@ def above() -> Iterator[None]:
 
 
 def live_text(s: Status) -> str:
-    doing = f"{s.phase} {format_duration(s.phase_s)}" if s.phase else "working"
+    doing = f"{s.phase} {_ticking(s.phase_s)}" if s.phase else "working"
     return f"» {doing} · {budgets(s)}"
 
 
@@ -110,7 +110,7 @@ def heartbeat_text(s: Status) -> str:
     if s.phase is None:
         return f"… still working · {budgets(s)}"
     *outer, last = s.phase.split(NEST)
-    where = ", ".join([*outer, format_duration(s.phase_s)])
+    where = ", ".join([*outer, _ticking(s.phase_s)])
     return f"… waiting for {WAITING_FOR.get(last, last)} ({where}) · {budgets(s)}"
 
 
@@ -120,8 +120,13 @@ def budgets(s: Status) -> str:
         parts.append("cost unknown" + (f"/{usd(s.max_cost_usd)}" if s.max_cost_usd is not None else ""))
     else:
         parts.append(usd(s.cost_usd) + (f"/{usd(s.max_cost_usd)}" if s.max_cost_usd is not None else ""))
-    parts.append(f"wall {format_duration(s.wall_s)}/{format_duration(s.max_wall_s)}")
+    parts.append(f"wall {_ticking(s.wall_s)}/{format_duration(s.max_wall_s)}")
     return " · ".join(parts)
+
+
+def _ticking(seconds: float) -> str:
+    """A clock redrawn twice a second: whole seconds, so that the line does not flicker."""
+    return format_duration(int(seconds))
 
 
 def _count(n: int) -> str:

@@ -21,7 +21,7 @@ from prime_ci.engine.setup import SetupOutcome, last_lines
 from prime_ci.gates.junit import GateResult, ended, github_annotations
 from prime_ci.isolation.untrusted import clean_terminal_text
 from prime_ci.isolation.workflow_commands import command, stop_commands
-from prime_ci.model.usage import usd
+from prime_ci.money import usd
 
 Emit = Callable[[str], None]
 TAIL_LINES = 30  # of a setup command's output, in its group
@@ -53,7 +53,7 @@ class ActionsLog:
         state = "ok" if outcome.passed else "FAILED (" + ended(outcome.exit_code, outcome.timed_out,
                                                              outcome.timeout_s) + ")"
         tail = last_lines(output, TAIL_LINES)
-        self.group(f"setup {self.setups}/{total} {outcome.name}: {state} in {outcome.duration_s:.1f}s", [
+        self.group(f"setup {self.setups}/{total} {outcome.name}: {state} in {format_duration(outcome.duration_s)}", [
             f"$ {outcome.command.strip()}", *([f"last {len(tail)} line(s) of its output:"] if tail else []),
             *tail, f"log: {outcome.log}"])
 
@@ -63,7 +63,8 @@ class ActionsLog:
         state = "green" if entry.get("passed") else "red"
         tests = [f for f in failing if f.get("test")]
         what = f": {len(tests)} failing test(s)" if tests else ""
-        title = f"gate round {entry.get('round')} ({kind}): {state}{what} in {entry.get('duration_s', 0):.1f}s"
+        took = format_duration(entry.get("duration_s", 0))
+        title = f"gate round {entry.get('round')} ({kind}): {state}{what} in {took}"
         lines = [f"gates: {', '.join(entry.get('gates') or [])}"]
         for f in failing:
             if f.get("test"):

@@ -10,13 +10,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from prime_ci.durations import parse_duration
+from prime_ci.durations import format_duration, parse_duration
 from prime_ci.errors import ConfigError
 from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.parse import toml_loads
 from prime_ci.isolation.paths import relative_name
 from prime_ci.model import table
 from prime_ci.model.usage import UserPrice
+from prime_ci.money import usd
 
 
 class RunConfig(BaseModel):
@@ -182,6 +183,13 @@ def _tool_section(data: dict[str, Any]) -> dict[str, Any] | None:
     return section if isinstance(section, dict) else None
 
 
+def _shown(key: str, value: float | None) -> str:
+    """A budget as the operator writes it: durations like --max-wall, money like the summary."""
+    if value is None or key not in ("max_wall", "cell_timeout", "max_cost"):
+        return str(value)
+    return usd(value) if key == "max_cost" else format_duration(value)
+
+
 def build_config(flags: dict[str, Any], from_file: dict[str, Any], warn: Warn) -> RunConfig:
     """Flags (only those given explicitly) win over file settings; defaults fill the rest. The repository's
     budgets may only lower the operator's (the flag, else the default): a higher one is ignored with a warning."""
@@ -191,8 +199,8 @@ def build_config(flags: dict[str, Any], from_file: dict[str, Any], warn: Warn) -
         if key in repo and key not in flags:
             mine, theirs = getattr(operator, key), getattr(_validated({key: repo[key]}), key)
             if mine is not None and (theirs is None or theirs > mine):
-                warn(f"repository settings: {key.replace('_', '-')} = {theirs} ignored: it would raise the "
-                     f"operator's {mine} (a repository may only lower budgets)")
+                warn(f"repository settings: {key.replace('_', '-')} = {_shown(key, theirs)} ignored: it would "
+                     f"raise the operator's {_shown(key, mine)} (a repository may only lower budgets)")
                 del repo[key]
     cfg = _validated({**repo, **flags})
     if cfg.task is not None and cfg.task_file is not None:
@@ -215,7 +223,7 @@ def build_config(flags: dict[str, Any], from_file: dict[str, Any], warn: Warn) -
     if cfg.max_cost is not None and cfg.price_per_mtok is None and not cfg.model.startswith("replay:") \
             and not table.is_priced(cfg.model):
         if "max_cost" not in flags:
-            warn(f"repository settings: max-cost = {cfg.max_cost} ignored: the price of {cfg.model} is unknown "
+            warn(f"repository settings: max-cost = {usd(cfg.max_cost)} ignored: the price of {cfg.model} is unknown "
                  "(the operator may pass --price-per-mtok)")
             cfg = cfg.model_copy(update={"max_cost": None})
         else:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prime_ci.durations import format_duration
 from prime_ci.engine.prepare import Prepared
 from prime_ci.engine.setup import SetupOutcome, SetupSpec, failure_hint, last_lines, run_all
 from prime_ci.gates import builds
@@ -201,7 +202,7 @@ async def standalone(specs: list[GateSpec], cwd: Path, log_dir: Path, options: S
             result = await run_gate(build.as_gate(), cwd=cwd, env=env, log_dir=log_dir.parent / "build",
                                     launcher=build_launcher, limits=options.limits)
             say(f"build {build.name}: {'ok' if result.passed else 'FAILED'} (exit {result.exit_code}) in "
-                f"{result.duration_s:.1f}s -> {result.log_path}")
+                f"{format_duration(result.duration_s)} -> {result.log_path}")
             if not result.passed:
                 return [dataclasses.replace(result, name=f"build: {build.name}")]
         return await run_gates(specs, cwd=cwd, env=env, log_dir=log_dir, launcher=launcher, limits=options.limits)

@@ -70,6 +70,7 @@ def prepare(flags: dict[str, Any], say: Callable[[str], None]) -> Prepared:
     worktree = create_worktree(str(flags.get("repo", ".")), flags.get("ref"),
                                include_dirty=bool(flags.get("include_dirty")))
     try:
+        flags = operator_paths(flags, worktree.source)
         warn = repo_values.warner(say)
         from_repo = file_settings(worktree.path, warn)
         repo_keys = set(from_repo) - set(flags)
@@ -100,6 +101,29 @@ def prepare(flags: dict[str, Any], say: Callable[[str], None]) -> Prepared:
     reach += reuse_node_modules(worktree)
     return Prepared(cfg, worktree, gates, model, out, run_id, harness, project, setup, sandbox, status, reach,
                     builds=builds, origin=origin)
+
+
+def operator_paths(flags: dict[str, Any], source: str) -> dict[str, Any]:
+    """The operator's relative ``--gates-file`` and ``--sandbox-ro`` paths made absolute from the working directory,
+    as every other path on the command line or in ``--config`` is read (DESIGN §14); the repository's own values
+    stay relative to the worktree. Read at ``--gates-from``, a gate file is a path in REPO at that commit: one
+    relative to the working directory must lie in a local REPO, and is taken relative to its top."""
+    out = dict(flags)  # a key the operator did not give stays out: the repository's value may apply
+    if "sandbox_ro" in out:
+        out["sandbox_ro"] = [os.path.abspath(p) for p in out["sandbox_ro"]]
+    if "gates_file" in out and not out.get("gates_from"):
+        out["gates_file"] = [os.path.abspath(p) for p in out["gates_file"]]
+    elif "gates_file" in out and not is_url(source):
+        out["gates_file"] = [_in_repo(source, p) for p in out["gates_file"]]
+    return out
+
+
+def _in_repo(source: str, name: str) -> str:
+    path = Path(name).absolute()
+    if not inside(source, path, resolve=True):
+        raise ConfigError(f"--gates-file: {name} is not in REPO ({source}), and with --gates-from gate files are "
+                          "read from REPO at that commit")
+    return path.resolve().relative_to(Path(source).resolve()).as_posix()
 
 
 def _report_dir(wt: Worktree) -> None:

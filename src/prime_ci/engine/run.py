@@ -19,6 +19,7 @@ from prime_ci.artifacts import report
 from prime_ci.artifacts.notebook import NotebookWriter
 from prime_ci.artifacts.schemas import result_json
 from prime_ci.children.family import Family
+from prime_ci.durations import format_duration
 from prime_ci.engine import bridge_handlers, finish
 from prime_ci.engine.actions_log import ActionsLog, Emit
 from prime_ci.engine.environment import (
@@ -151,8 +152,8 @@ class Run:
             self.stop = await asyncio.wait_for(self._work(env), timeout=max(0.1, self.budget.wall_left()))
         except TimeoutError:
             waiting = self.budget.waiting() or self.budget.cut_short
-            self.stop = Stop(StopReason.MAX_WALL, f"wall clock limit {cfg.max_wall:.0f}s reached"
-                             + (f" ({waiting}; --model-timeout is {cfg.model_timeout:g}s)" if waiting else ""))
+            why = f" ({waiting}; --model-timeout is {format_duration(cfg.model_timeout)})" if waiting else ""
+            self.stop = Stop(StopReason.MAX_WALL, f"wall clock limit {format_duration(cfg.max_wall)} reached{why}")
         except asyncio.CancelledError:
             if self.signal_code is None:
                 raise
@@ -221,7 +222,7 @@ class Run:
                 await self.kernel.start()
             except KernelLost as exc:
                 return kernel_failed(exc, self.prep.out, sandboxed=self.prep.sandbox is not None)
-        self.say(f"kernel ready in {time.monotonic() - started:.1f}s (pid {self.kernel.pid})")
+        self.say(f"kernel ready in {format_duration(time.monotonic() - started)} (pid {self.kernel.pid})")
         agent = Agent(self.prep.model, self.kernel, self.budget, self.log, self._turn_end, cfg.cell_timeout,
                       progress=self.say, inbox=lambda: self.family.drain(self.family.root) if self.family else [],
                       on_cell=self._on_cell,
@@ -322,9 +323,11 @@ class Run:
             broken = self.judge.builds.failed() if self.judge.builds else None
             if broken is not None:
                 state = "FAILED (" + ended(broken.exit_code, broken.timed_out, broken.timeout_s) + ")"
-                self.say(f"build {broken.name}: {state} in {broken.duration_s:.1f}s -> {broken.log}; gates not run")
+                self.say(f"build {broken.name}: {state} in {format_duration(broken.duration_s)} -> {broken.log}; "
+                         "gates not run")
             for r in [] if broken else self.judge.last:
-                how = ended(r.exit_code, r.timed_out, r.timeout_s) + ("" if r.timed_out else f", {r.duration_s:.1f}s")
+                how = ended(r.exit_code, r.timed_out, r.timeout_s)
+                how += "" if r.timed_out else f", {format_duration(r.duration_s)}"
                 self.say(f"gate {r.name}: {'pass' if r.passed else 'FAIL'} ({how})")
         return outcome
 

@@ -7,6 +7,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from prime_ci.durations import format_duration
 from prime_ci.engine.prepare import Prepared
 from prime_ci.gates import protect
 from prime_ci.gates.judge import Judge
@@ -54,4 +55,4 @@ async def clear_worktree(worktree: Worktree, say: Callable[[str], None]) -> None
     entries = await removal
     elapsed = time.monotonic() - started
     if not done or entries >= MANY_ENTRIES:
-        say(f"worktree removed: {entries} entries in {elapsed:.1f}s")
+        say(f"worktree removed: {entries} entries in {format_duration(elapsed)}")

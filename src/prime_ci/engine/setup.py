@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from prime_ci.durations import format_duration
 from prime_ci.errors import ConfigError
 from prime_ci.gates.junit import ended
 from prime_ci.gates.specs import GateSpec, SetupEntry, gates_from_commands
@@ -156,7 +157,7 @@ async def run_all(specs: list[SetupSpec], runner: Runner, say: Callable[[str], N
         outcome = await runner(spec)
         outcomes.append(outcome)
         state = "ok" if outcome.passed else f"FAILED ({ended(outcome.exit_code, outcome.timed_out, spec.timeout)})"
-        say(f"setup {spec.name}: {state} in {time.monotonic() - started:.1f}s -> {outcome.log}")
+        say(f"setup {spec.name}: {state} in {format_duration(time.monotonic() - started)} -> {outcome.log}")
         if not outcome.passed:
             break
     return outcomes

@@ -25,6 +25,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prime_ci.durations import format_duration
 from prime_ci.gates.fingerprint import watched_ignored
 from prime_ci.gates.junit import clip_middle
 from prime_ci.gates.outside import Outside
@@ -106,7 +107,7 @@ class Builder:
                 if say is not None:
                     state = "ok" if outcome.passed else ("timed out" if outcome.timed_out else
                                                           f"FAILED (exit {outcome.exit_code})")
-                    say(f"build {spec.name}: {state} in {outcome.duration_s:.1f}s -> {outcome.log}")
+                    say(f"build {spec.name}: {state} in {format_duration(outcome.duration_s)} -> {outcome.log}")
                 if not outcome.passed:
                     break
             if created := [p for p in await asyncio.to_thread(wt.untracked) if p not in untracked]:
@@ -127,7 +128,8 @@ class Builder:
 
     def feedback(self, outcome: BuildOutcome, *, limit: int = 6000) -> str:
         """A failed build as the model reads it: the command, the head and tail of its log, where the log is."""
-        state = f"timed out after {outcome.duration_s:.0f}s" if outcome.timed_out else f"exit {outcome.exit_code}"
+        state = (f"timed out after {format_duration(outcome.duration_s)}" if outcome.timed_out
+                 else f"exit {outcome.exit_code}")
         top = (f"The build failed, so the gates did not run.\n\n## build: {outcome.name} ({state})\n"
                f"$ {clip_middle(outcome.command, 300)}\noutput (head+tail):\n")
         footer = f"\nFull log: {outcome.log}\n"

@@ -219,7 +219,7 @@ def ended(exit_code: int | None, timed_out: bool, timeout_s: float | None, *, co
     if timed_out:
         if not timeout_s:
             return "timed out"
-        return f"timed out after {format_duration(timeout_s) if timeout_s >= 60 else f'{timeout_s:g}s'}"
+        return f"timed out after {format_duration(timeout_s)}"
     return f"{code} {exit_code}"
 
 

@@ -14,11 +14,12 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from pathlib import PurePosixPath
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
 from prime_ci.isolation.parse import toml_loads
-from prime_ci.isolation.worktree import Worktree
+from prime_ci.isolation.paths import inside
+from prime_ci.isolation.worktree import Worktree, is_url
 
 # every file pytest reads its configuration from (pytest 9 added pytest.toml and .pytest.toml)
 PYTEST_FILES = ("pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml")
@@ -52,7 +53,7 @@ def check(wt: Worktree, changed: list[str], gate_files: list[str], allow: list[s
     """The protected paths among ``changed`` and ``hidden`` (``hidden_changes``: ignored files the run made that
     steer the tests), less those ``allow`` lets through, and the test files modified."""
     verdict = Verdict()
-    gate_files = [posixpath.normpath(g) for g in gate_files]  # ./gates.toml is gates.toml
+    gate_files = [name for g in gate_files if (name := _in_worktree(wt, g)) is not None]
     for path in changed:
         if _match(path, TEST_FILES) and not _match(path, ALWAYS):
             verdict.tests_modified.append(path)
@@ -61,6 +62,16 @@ def check(wt: Worktree, changed: list[str], gate_files: list[str], allow: list[s
             verdict.protected.append(path)
     verdict.protected += [f"{p} (hidden from the patch by .gitignore)" for p in hidden if not _match(p, allow)]
     return verdict
+
+
+def _in_worktree(wt: Worktree, name: str) -> str | None:
+    """A gate file as a path in the worktree: the repository's names as written (``./gates.toml`` is
+    ``gates.toml``); the operator's absolute paths by their place in a local REPO, else None."""
+    if not PurePath(name).is_absolute():
+        return posixpath.normpath(name)
+    if is_url(wt.source) or not inside(wt.source, name, resolve=True):
+        return None
+    return Path(name).resolve().relative_to(Path(wt.source).resolve()).as_posix()
 
 
 def watched(path: str) -> bool:

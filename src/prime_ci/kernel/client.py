@@ -24,6 +24,7 @@ import zmq
 import zmq.asyncio
 from jupyter_client.asynchronous.client import AsyncKernelClient
 
+from prime_ci.durations import format_duration
 from prime_ci.errors import KernelLost
 from prime_ci.isolation.limits import Events, reason
 from prime_ci.kernel.launch import KernelConfig as KernelConfig  # re-exported: the public home of the config
@@ -233,11 +234,11 @@ class Kernel:
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
             if msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
-                cell.note(f"\n[cell interrupted after {timeout:.0f}s timeout; kernel state kept]")
+                cell.note(f"\n[cell interrupted after {format_duration(timeout)} timeout; kernel state kept]")
                 return CellResult(cell.out.text(), "timeout", time.monotonic() - started, cell.out.total, "timeout")
             cell.collect(msg["msg_type"], msg["content"])
         note = await self._restart(self._with_limit("cell ignored the interrupt"))
-        cell.note(f"\n[cell exceeded its {timeout:.0f}s timeout and ignored the interrupt: {note}]")
+        cell.note(f"\n[cell exceeded its {format_duration(timeout)} timeout and ignored the interrupt: {note}]")
         return CellResult(cell.out.text(), "timeout", time.monotonic() - started, cell.out.total, "timeout", True)
 
     async def _lost(self, cell: CellOutput, started: float, why: str) -> CellResult:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from prime_ci.activity import doing
+from prime_ci.durations import format_duration
 from prime_ci.errors import ContextOverflow
 from prime_ci.isolation.untrusted import clean_terminal_text
 from prime_ci.kernel.client import CellResult
@@ -289,7 +290,7 @@ class Agent:
             if self.progress is not None:
                 lines = code.count("\n") + 1
                 self.progress(f"turn {self.budget.turns}: ipython ({lines} lines) -> {result.status}, "
-                              f"{result.chars} chars, {result.duration_s:.2f}s")
+                              f"{result.chars} chars, {format_duration(result.duration_s)}")
             if self.on_cell is not None:
                 await self.on_cell(code, result)
         for call in extra:

@@ -27,10 +27,11 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Protocol
 
 from prime_ci.activity import doing
+from prime_ci.durations import format_duration
 from prime_ci.errors import ModelError, PrimeCIError
 from prime_ci.model.protocol import UNREADABLE, Model, ModelReply, endpoint
-from prime_ci.model.providers import seconds
-from prime_ci.model.usage import Cost, TokenRate, Usage, message_chars, usd
+from prime_ci.model.usage import Cost, TokenRate, Usage, message_chars
+from prime_ci.money import usd
 from prime_ci.stops import StopReason
 
 MIN_COMPLETION = 16
@@ -91,7 +92,7 @@ class Snapshot:
             ("turns", self.turns / self.max_turns, f"{self.turns}/{self.max_turns} turns"),
             ("tokens", self.total_tokens / self.max_tokens, f"{self.total_tokens}/{self.max_tokens} tokens"),
             ("wall", self.elapsed_s / self.max_wall_s if self.max_wall_s > 0 else 1.0,
-             f"{self.elapsed_s:.0f}s/{self.max_wall_s:.0f}s wall clock"),
+             f"{format_duration(self.elapsed_s)}/{format_duration(self.max_wall_s)} wall clock"),
         ]
         if self.max_cost_usd:
             used.append(("cost", self.cost_usd / self.max_cost_usd, f"{usd(self.cost_usd)}/{usd(self.max_cost_usd)}"))
@@ -248,7 +249,7 @@ class Budget:
                     model.complete(messages, tools, max_tokens=held.max_tokens, timeout=limit), limit + GRACE_S)
         except TimeoutError:
             self._abandoned(estimate, price, turn)
-            raise ModelError(f"{endpoint(model)}: no answer since {seconds(limit)}") from None
+            raise ModelError(f"{endpoint(model)}: no answer since {format_duration(limit)}") from None
         except asyncio.CancelledError:  # the run's wall clock (or a signal) ended the wait: the request is dropped
             self._abandoned(estimate, price, turn)
             self.cut_short = self.waiting()
@@ -275,7 +276,7 @@ class Budget:
         if not self.in_flight:
             return ""
         where, since = min(self.in_flight.values(), key=lambda call: call[1])
-        return f"a model call to {where} had no answer since {seconds(time.monotonic() - since)}"
+        return f"a model call to {where} had no answer since {format_duration(time.monotonic() - since)}"
 
     def _abandoned(self, estimate: int, price: Price | None, turn: bool) -> None:
         """A call given up before its answer: the provider may still bill the prompt it read."""

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from prime_ci.durations import format_duration
 from prime_ci.errors import ConfigError, ContextOverflow, ModelError
 from prime_ci.isolation.redact import redact
 from prime_ci.model.protocol import UNREADABLE, ModelReply, ToolCall
@@ -89,10 +90,6 @@ def connection_cause(exc: BaseException) -> str | None:
         return None
     kind = next((text for cls, text in _CONNECTION.items() if isinstance(found, cls)), "connection failed")
     return f"{kind}: {found}"
-
-
-def seconds(value: float) -> str:
-    return f"{round(value, 1):g}s"
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -165,7 +162,7 @@ class RetryingModel:
             try:
                 reply = await asyncio.wait_for(self.attempt(messages, tools, max_tokens, wait), wait)
             except TimeoutError:
-                errors.append(f"no answer since {seconds(wait)} (the connection stayed open)")
+                errors.append(f"no answer since {format_duration(wait)} (the connection stayed open)")
                 delay = self._backoff(number, None)
             except ProviderError as exc:
                 self._refuse(exc)

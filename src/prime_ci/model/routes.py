@@ -250,6 +250,8 @@ async def context_window(model: Model) -> tuple[int, str]:
         found = await discover_window(api_base, model.name.split("/", 1)[1], headers)
         if found is not None:
             return found, "the server's /models"
+    if isinstance(model, ReplayModel):  # its replies are recorded: no window to learn, no advice to give
+        return DEFAULT_WINDOW, "the default; a replayed model has no window of its own"
     listed = table.window(model.name)
     if listed is not None:
         return listed, "litellm's model table"

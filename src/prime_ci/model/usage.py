@@ -58,11 +58,6 @@ def estimate_tokens(text: str) -> int:
     return TokenRate().tokens(len(text))
 
 
-def usd(value: float) -> str:
-    """A dollar figure with its real precision ($0.0015, not $0.00)."""
-    return f"${value:.6f}".rstrip("0").rstrip(".") if value < 1 else f"${value:,.2f}"
-
-
 @dataclass
 class Usage:
     prompt_tokens: int = 0

@@ -26,6 +26,7 @@ from rich.text import Text
 from prime_ci.isolation.untrusted import clean_json, clean_terminal_text, visible
 from prime_ci.session.log import read_session
 from prime_ci.session.read import parts_text
+from prime_ci.session.show_records import describe
 from prime_ci.session.tree import branches
 
 MAX_SHOWN = 3000
@@ -40,7 +41,13 @@ def _clip(text: str) -> str:
     if len(text) <= MAX_SHOWN:
         return text
     half = MAX_SHOWN // 2
-    return f"{text[:half]}\n… {len(text) - MAX_SHOWN} characters not shown …\n{text[-half:]}"
+    head, tail = text[:half], text[-half:]
+    # at whitespace where there is some near the cut: a word is shown whole or not at all
+    end = max(head.rfind(" "), head.rfind("\n"))
+    head = head[:end] if end > half * 4 // 5 else head
+    start = min((i for i in (tail.find(" "), tail.find("\n")) if i >= 0), default=-1)
+    tail = tail[start + 1:] if 0 <= start < half // 5 else tail
+    return f"{head}\n… {len(text) - len(head) - len(tail)} characters not shown …\n{tail}"
 
 
 def _plural(n: int, word: str) -> str:
@@ -55,7 +62,7 @@ def render(path: Path, console: Console | None = None, *, children: bool = True)
     entries: list[Any] = clean_json(session.entries, _safe)
     tree = branches(session.entries)
     depth = f" · rlm depth {h['rlmDepth']}" if h.get("rlmDepth") else ""
-    console.rule(Text.assemble(("session", "bold"), f" {h.get('id')} · v{h.get('version')} · {h.get('timestamp')}"
+    _heading(console, Text.assemble(("session", "bold"), f" {h.get('id')} · v{h.get('version')} · {h.get('timestamp')}"
                                f"{depth}"))
     info = f"cwd {h.get('cwd')} · {_plural(len(entries), 'entry')}"
     if tree.off_branch:
@@ -67,7 +74,7 @@ def render(path: Path, console: Console | None = None, *, children: bool = True)
     marked = not session.foreign_suffix
     for i in tree.path:
         if not marked and i >= session.foreign_start:  # the suffix's entries on the path come after all others
-            console.rule(Text(f"appended by another program after prime-ci's last record (no checksums): "
+            _heading(console, Text(f"appended by another program after prime-ci's last record (no checksums): "
                               f"{_plural(len(session.foreign_suffix), 'entry')}", style="yellow"))
             marked = True
         _entry(console, entries[i], labels)
@@ -92,10 +99,19 @@ def render(path: Path, console: Console | None = None, *, children: bool = True)
             render(child, console, children=False)
 
 
+def _heading(console: Console, title: Text) -> None:
+    """A rule with ``title`` in it when it fits; else the rule, then the title wrapped (a rule would cut it)."""
+    if title.cell_len + 6 <= console.width:
+        console.rule(title)
+    else:
+        console.rule()
+        console.print(title)
+
+
 def _off_branch(console: Console, entries: list[Any], off: list[int], foreign_start: int) -> None:
     if not off:
         return
-    console.rule(Text(f"off the active branch: {_plural(len(off), 'entry')}, not shown", style="dim"))
+    _heading(console, Text(f"off the active branch: {_plural(len(off), 'entry')}, not shown", style="dim"))
     for i in off:
         entry = entries[i]
         kind = str(entry.get("type"))
@@ -158,8 +174,7 @@ def _entry(console: Console, entry: dict[str, Any], labels: dict[str, str]) -> N
         _panel(console, Text(_clip(parts_text(entry.get("content", "")))),
                _title(str(entry.get("customType")), "yellow", entry, labels), "yellow")
     elif kind == "custom":
-        data = json.dumps(entry.get("data", {}), ensure_ascii=False)
-        _line(console, f"{entry.get('customType')}: {data[:200]}", entry, labels)
+        _line(console, describe(str(entry.get("customType")), entry.get("data", {})), entry, labels)
     elif kind == "compaction":
         kept = f"kept from {entry.get('firstKeptEntryId')}" if entry.get("firstKeptEntryId") else ""
         before = f"{entry.get('tokensBefore')} tokens before · " if entry.get("tokensBefore") is not None else ""

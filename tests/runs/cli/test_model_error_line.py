@@ -28,4 +28,4 @@ def test_the_wall_limit_names_the_call_it_cut_short(tmp_path: Path) -> None:
         assert len(srv.chat_requests) == 1
     assert run.result["stop_reason"] == "max_wall", run.proc.stderr
     assert f"a model call to {srv.url}/chat/completions had no answer since" in run.result["detail"]
-    assert "--model-timeout is 300s" in run.result["detail"]
+    assert "--model-timeout is 5m" in run.result["detail"]

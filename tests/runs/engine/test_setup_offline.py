@@ -152,8 +152,8 @@ def test_worktree_gate_files_are_offline_and_gates_from_ones_are_not(
     for flags, expected in (({}, []), ({"gates_from": "trusted-base"}, [b"base"])):
         said: list[str] = []
         prep = prepare({"repo": str(repo), "task": "t", "model": "openai/x", "api_base": "http://127.0.0.1:9/v1",
-                        "sandbox": "on", "out": str(tmp_path / f"out-{len(flags)}"), "gates_file": ["ci/gates.toml"],
-                        **flags}, said.append)
+                        "sandbox": "on", "out": str(tmp_path / f"out-{len(flags)}"),
+                        "gates_file": [str(repo / "ci" / "gates.toml")], **flags}, said.append)
         try:
             run_said, _, passed = _run_setup(prep)
         finally:

@@ -98,7 +98,7 @@ def test_gates_from_a_local_branch(tmp_path: Path, server: ScriptedServer) -> No
     (repo / "gates.toml").write_text('[[gate]]\nname = "pr"\ncommand = "exit 0"\n')
     make_repo(repo, {}, message="pr changes the gates")
     server.add(reply("done"))
-    run = run_inproc(tmp_path, repo, server, "--gates-file", "gates.toml", "--gates-from", "trusted-base")
+    run = run_inproc(tmp_path, repo, server, "--gates-file", str(repo / "gates.toml"), "--gates-from", "trusted-base")
     assert run.code == 0, run.proc.stderr
     assert [g["name"] for g in run.result["gates"]] == ["base"]
 

@@ -108,9 +108,9 @@ def test_gates_from_base_ignores_head_edit(tmp_path: Path, server: ScriptedServe
     base = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
     make_repo(repo, {"ci/gates.toml": '[[gate]]\nname = "tests"\ncommand = "true"\n'}, message="weaken gate")
     server.add(reply("done"), reply("done"))
-    weak = run_inproc(tmp_path, repo, server, "--gates-file", "ci/gates.toml")
+    weak = run_inproc(tmp_path, repo, server, "--gates-file", str(repo / "ci" / "gates.toml"))
     assert weak.code == 0 and weak.result["gates"][0]["command"] == "true"
-    strict = run_inproc(tmp_path, repo, server, "--gates-file", "ci/gates.toml", "--gates-from", base,
+    strict = run_inproc(tmp_path, repo, server, "--gates-file", str(repo / "ci" / "gates.toml"), "--gates-from", base,
                        "--max-gate-retries", "0")
     assert strict.code == 1
     assert strict.result["gates"][0]["command"] == PYTEST_GATE

@@ -34,7 +34,7 @@ def test_protected_path_bypasses_are_a_security_stop(tmp_path: Path, path: str) 
     cell = f"import pathlib\np = pathlib.Path({path!r})\np.parent.mkdir(parents=True, exist_ok=True)\n" \
            "p.write_text('# changed\\n')\n"
     with ScriptedServer([ipython(cell), reply("done")]) as srv:
-        run = run_inproc(tmp_path, repo, srv, "--gates-file", "./gates.toml", "--max-gate-retries", "0")
+        run = run_inproc(tmp_path, repo, srv, "--gates-file", str(repo / "gates.toml"), "--max-gate-retries", "0")
     assert run.code == 7, run.proc.stderr
     assert run.result["stop_reason"] == "security_stop"
     assert path in run.result["changed_files"] and path in run.result["detail"]

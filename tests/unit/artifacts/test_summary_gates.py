@@ -32,9 +32,9 @@ def test_gates_table_shows_command_rounds_and_timeouts() -> None:
     md = summary_markdown(_result(gates=gates, rounds=rounds))
     rows = {line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| `")}
     assert "| gate | command | result | exit | time | rounds |" in md and "attempts |" not in md
-    assert rows["`tests`"].endswith("| 1.0s | 3 |"), "rounds 1, 2 (fast and full) and 3"
+    assert rows["`tests`"].endswith("| 1s | 3 |"), "rounds 1, 2 (fast and full) and 3"
     assert r"``python -m pytest -q \| tee `x` --lf``" in rows["`tests`"]
-    assert "⏱ timed out after 10m | — | 1.0s | 2 |" in rows["`lint`"] and "None" not in rows["`lint`"]
+    assert "⏱ timed out after 10m | — | 1s | 2 |" in rows["`lint`"] and "None" not in rows["`lint`"]
 
 
 def test_code_cell_cannot_be_closed_or_split() -> None:
@@ -55,4 +55,4 @@ def test_setup_timeout_is_said_in_the_console_summary_and_detail(tmp_path: Path)
     assert "setup deps: FAILED (timed out after 15m) in" in said[-1]
     assert failure_detail(outcomes[0]).startswith("setup 'deps' failed (timed out after 15m): npm ci")
     md = summary_markdown(_result(setup=[o.model_dump() for o in outcomes]))
-    assert "| `npm ci` | ⏱ timed out after 15m | — | 900.2s |" in md
+    assert "| `npm ci` | ⏱ timed out after 15m | — | 15m |" in md

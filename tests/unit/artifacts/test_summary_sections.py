@@ -68,7 +68,7 @@ def test_rounds_go_red_to_green_with_the_failing_tests_named() -> None:
     rows = [line for line in md.splitlines() if re.match(r"\| (\d+ )?\|", line)]
     assert rows[0] == f"| 1 | full | ❌ red | {code_cell(HOSTILE_TEST, 200)} | `assert -1 == 5` | 2.5s | 10s |"
     assert rows[1] == "| | | | `test_x.py::test_b` | `` AssertionError: `<!-- x -->` `` | | |"
-    assert rows[2] == "| 2 | fast (1 test) | ✅ green |  |  | 1.0s | 20s |"
+    assert rows[2] == "| 2 | fast (1 test) | ✅ green |  |  | 1s | 20s |"
     assert rows[3].startswith("| 2 | full | ✅ green |")
     assert "**Time to green:** 23s into the run (round 2)" in md
     never = summary_markdown(result(rounds=result()["rounds"][:1], time_to_green_s=None), inputs())
@@ -133,3 +133,12 @@ def test_links_need_the_jobs_variables() -> None:
     assert github_links({**env, "GITHUB_REPOSITORY": "o/r) [x](http://evil"}) == []
     md = summary_markdown(result(), inputs())
     assert md.rstrip().endswith("- [the workflow run](https://github.com/o/r/actions/runs/1)")
+
+
+def test_the_sandbox_line_is_whole_and_long_text_is_cut_at_a_word() -> None:
+    status = ("on (bubblewrap: no network, read-only host, private /tmp, PID and user namespaces, no capabilities, "
+              "seccomp, host uid 1879051292)")
+    md = summary_markdown(result(sandbox=status), inputs())
+    assert f"**Sandbox:** `{status}`" in md
+    long = "word " * 200
+    assert code_cell(long, 120) == "`" + "word " * 23 + "word…`" and plain(long, 600).endswith(" word…")

@@ -57,14 +57,14 @@ def test_single_harness_report() -> None:
     assert md.startswith("## prime-ci bench: `demo`\n")
     assert "**Model:** `openai/gpt-x`" in md
     assert "- **Solve rate:** 5/8 = 62.5 % (95 % CI 30.6–86.3 %, Wilson)" in md
-    assert "**Cost:** $0.1 · **Tokens:** 9,600 · **Turns:** 32 · **Wall:** 4m (sum) · " \
+    assert "**Cost:** $0.10 · **Tokens:** 9,600 · **Turns:** 32 · **Wall:** 4m (sum) · " \
            "**Median time-to-green:** 20s" in md
     assert "  - `gates_failed` × 2: `t4`, `t7`" in md
     assert "  - `hidden tests failed` × 1: `t2`" in md
     assert "A/B" not in md and "Thresholds" not in md
     assert "| `t2` | `base` | ❌ | `completed` ([hidden tests failed](runs/base/t2/hidden/check.log): `test_x`) | " \
-           "$0.0125 | 1,200 | 4 | 30s | — | [summary](runs/base/t2/summary.md) |" in md
-    assert "| `t0` | `base` | ✅ | `completed` | $0.0125 | 1,200 | 4 | 30s | 20s | " \
+           "$0.01 | 1,200 | 4 | 30s | — | [summary](runs/base/t2/summary.md) |" in md
+    assert "| `t0` | `base` | ✅ | `completed` | $0.01 | 1,200 | 4 | 30s | 20s | " \
            "[summary](runs/base/t0/summary.md) |" in md
     assert "repeat" not in md
 
@@ -74,7 +74,7 @@ def test_ab_report_with_flips_and_thresholds() -> None:
     assert md.startswith("## ❌ prime-ci bench: `demo`\n")
     assert "### A/B: `base` → `refined` (8 paired runs)" in md
     assert "| solve rate | 5/8 = 62.5 % | 6/8 = 75.0 % | +12.5 pp |" in md
-    assert "| cost | unknown | $0.1 | unknown |" in md
+    assert "| cost | unknown | $0.10 | unknown |" in md
     assert "| tokens | 9,600 | 9,600 | 0 |" in md
     # 2 newly solved, 1 newly failed: McNemar p = 2 · P[X <= 1 | n = 3] = 1
     assert "**Paired difference:** +12.5 percentage points, 95 % CI -" in md

@@ -133,7 +133,7 @@ def _check_type(name: str, option: click.Option) -> None:
     elif annotation is Path:
         assert isinstance(option.type, click.Path), name
     else:
-        assert annotation is str and option.type is click.STRING, (name, annotation, option.type)
+        assert annotation is str and isinstance(option.type, click.types.StringParamType), (name, option.type)
     for bound in field.metadata:  # the model's range is the option's
         if isinstance(bound, Ge):
             assert isinstance(option.type, click.IntRange) and option.type.min == bound.ge, name

@@ -41,7 +41,7 @@ def screen(text: str) -> list[str]:
 
 
 def test_the_status_line_says_phase_turn_tokens_cost_and_wall_against_their_budgets() -> None:
-    assert live_text(CALL) == "» model call 32s · turn 3/40 · 12.3k/2M tokens · $0.0123/$1.00 · wall 1m5s/30m"
+    assert live_text(CALL) == "» model call 32s · turn 3/40 · 12.3k/2M tokens · $0.01/$1.00 · wall 1m5s/30m"
     unpriced = Status("gate unit", 4.0, 1, 40, 0, 2_000_000, None, None, 5.0, 600.0)
     assert live_text(unpriced) == "» gate unit 4s · turn 1/40 · 0/2M tokens · cost unknown · wall 5s/10m"
     assert heartbeat_text(CALL).startswith("… waiting for the model (32s) · turn 3/40 · ")

@@ -45,7 +45,7 @@ def test_lines_inside_a_group_cannot_start_a_workflow_command() -> None:
     assert len(emitted) == 2  # a group is one write
     lines = lines_of(emitted)
     assert commands(lines) == ["::group::setup 1/2 pip: FAILED (exit 1) in 1.5s", "::stop-commands::T", "::T::",
-                               "::endgroup::", "::group::gate round 1 (full): red: 1 failing test(s) in 1.0s",
+                               "::endgroup::", "::group::gate round 1 (full): red: 1 failing test(s) in 1s",
                                "::stop-commands::T", "::T::", "::endgroup::"]
     assert "│ ## [error]old style" in lines and not any("##[" in line for line in lines)
     assert foreign("\n".join(emitted)) == []
