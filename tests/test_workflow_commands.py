@@ -56,7 +56,7 @@ def test_a_failing_setup_run_prints_no_forged_command(tmp_path: Path, server: Sc
     (its command and output), the setup_failed line."""
     repo = forged_repo(tmp_path)
     run = run_prime(tmp_path, repo, server, "--setup", f"echo {quote(payload('S'))}", "--gates-file",
-                    "gates.toml", "--gate", "python gate.py", env=ACTIONS)
+                    str(repo / "gates.toml"), "--gate", "python gate.py", env=ACTIONS)
     assert run.code == 9, run.proc.stderr
     both = run.proc.stdout + run.proc.stderr
     for tag in ("D", "K", "S", "F"):  # each source reached the log
