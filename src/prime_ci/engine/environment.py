@@ -11,10 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from prime_ci.durations import format_duration
+from prime_ci.engine import toolchains
 from prime_ci.engine.prepare import Prepared
 from prime_ci.engine.setup import SetupOutcome, SetupSpec, failure_hint, last_lines, run_all
+from prime_ci.engine.toolchains import Toolchain
 from prime_ci.gates import builds
 from prime_ci.gates.builds import BuildOutcome
+from prime_ci.gates.judge import Judge
 from prime_ci.gates.runner import GateResult, GateSpec, run_gate, run_gates
 from prime_ci.gates.specs import BuildSpec
 from prime_ci.isolation import home_tools, hostuid, projenv
@@ -103,6 +106,31 @@ async def run_setup(prep: Prepared, env: dict[str, str], say: Callable[[str], No
     return outcomes, hint[0]
 
 
+def adopt_toolchain(prep: Prepared, judge: Judge, kernel_env: dict[str, str]) -> tuple[Toolchain, Path] | None:
+    """After setup: the recognised toolchains' offline switches for the gates and the kernel, and the environment
+    their setup made as the one the run's environment is layered on (unless ``--python`` named one). The gates'
+    and builds' sandbox then shows that environment's interpreter too."""
+    found = toolchains.recognise(prep.worktree.path)
+    offline = toolchains.offline_env(found)
+    prep.tools_note = toolchains.prompt_note(found, None)
+    judge.env.update(offline)  # the builds share the gates' environment
+    kernel_env.update(offline)
+    made = next(((t, env) for t in found if (env := t.environment(prep.worktree.path, prep.worktree.root / "home"))),
+                None)
+    if made is None or prep.cfg.python is not None:
+        return None
+    interp = projenv.probe_made(made[1])
+    prep.project = projenv.relayer(prep.project, interp)
+    prep.tools_note = toolchains.prompt_note(found, made)
+    if (sandbox := prep.sandbox) is not None:
+        sandbox.readonly = [*sandbox.readonly, *interp.dirs()]
+        judge.launcher = sandbox.wrap([])
+        if judge.builds is not None:
+            judge.builds.launcher = dataclasses.replace(sandbox, writable=[*sandbox.writable, str(prep.project.root)],
+                                                        network=False).wrap([])
+    return made
+
+
 def hand_over(prep: Prepared) -> None:
     """As root, give the sandbox's unprivileged uid what it writes: the worktree, its scratch home, the kernel's
     directory and the run's environment; it may pass through the worktree's root to them, and no one else may.
@@ -147,7 +175,7 @@ def _scratch(prep: Prepared) -> list[Path]:
 
 def environment_section(prep: Prepared, setup: list[SetupOutcome], built: list[BuildOutcome] | None = None) -> str:
     """What the model is told about the project's environment."""
-    lines = ["", "", "## The project's environment", "", prep.project.describe()]
+    lines = ["", "", "## The project's environment", "", prep.project.describe(), *prep.tools_note]
     if setup:
         lines.append("Setup commands already ran in the worktree before your first turn (do not repeat them "
                      "unless the dependencies change):")

@@ -54,6 +54,7 @@ class Prepared:
     reach: list[str] = field(default_factory=list)  # extra read-only paths in the sandbox
     builds: list[BuildSpec] = field(default_factory=list)
     origin: Origin | None = None  # --from-session: the conversation the run goes on with
+    tools_note: list[str] = field(default_factory=list)  # the system prompt's lines on the project's own tools
 
 
 def prepare(flags: dict[str, Any], say: Callable[[str], None]) -> Prepared:

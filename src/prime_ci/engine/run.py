@@ -23,6 +23,7 @@ from prime_ci.durations import format_duration
 from prime_ci.engine import bridge_handlers, finish
 from prime_ci.engine.actions_log import ActionsLog, Emit
 from prime_ci.engine.environment import (
+    adopt_toolchain,
     environment_section,
     gate_vars,
     open_sandbox,
@@ -206,6 +207,7 @@ class Run:
         bridge_handlers.register(self)
         if self.prep.setup and (failed := await self._setup()) is not None:
             return failed
+        adopt_toolchain(self.prep, self.judge, env)
         started = time.monotonic()
         preload = PRELOAD + self.prep.harness.preload()
         self.kernel = Kernel(KernelConfig(cwd=wt.path, env=env, run_dir=wt.root, preload=preload,

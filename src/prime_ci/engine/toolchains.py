@@ -1,5 +1,10 @@
 """What the project's own tools need prepared while setup still has the network (DESIGN §14).
 
+uv, poetry, pdm, tox and nox are recognised by their files. The environment their setup command made (the
+worktree's ``.venv``, poetry's under the scratch home, a single ``.tox``/``.nox`` environment) becomes the one the
+run's environment is layered on, unless ``--python`` named another; the gates and the kernel get the tools'
+offline switches, and the model is told how the tests run.
+
 With ``--build``, the project's ``[build-system].requires`` are installed into the run environment by a setup
 step of prime-ci's own, named ``build-requires``: a CI install line builds in isolation, so the run environment
 never got them, and builds run offline (``setup.py build_ext --inplace`` and ``pip install --no-build-isolation
@@ -13,6 +18,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from prime_ci.engine.setup import SetupSpec
@@ -51,3 +57,77 @@ def build_requires_step(worktree: Path, warn: Callable[[str], None]) -> SetupSpe
         return None
     command = "python -m pip install --quiet --disable-pip-version-check " + " ".join(map(shlex.quote, requires))
     return SetupSpec(name=BUILD_REQUIRES, command=command, network=True)
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """A project tool recognised by its files: where the environment its setup command makes lives, how the gates
+    keep it offline, and how the model runs the tests with it."""
+
+    name: str
+    marker: str  # the file that names it
+    setup: str  # the command its CI runs to prepare (shown in the README's table and the prompt)
+    test: str  # how its tests run once prepared, offline
+    offline: dict[str, str] = field(default_factory=dict)
+
+    def environment(self, worktree: Path, home: Path) -> Path | None:
+        """The virtual environment setup made for it, if exactly one is there."""
+        found = [worktree / ".venv"] if (worktree / ".venv" / "pyvenv.cfg").is_file() else []
+        if self.name == "poetry" and not found:
+            found = sorted(p for p in (home / ".cache" / "pypoetry" / "virtualenvs").glob("*")
+                           if (p / "pyvenv.cfg").is_file())
+        elif self.name in ("tox", "nox") and not found:
+            found = sorted(p for p in (worktree / f".{self.name}").glob("*")
+                           if (p / "pyvenv.cfg").is_file() and not p.name.startswith("."))
+        return found[0] if len(found) == 1 else None
+
+
+# offline switches: uv and pip fail at once, with a line exit 10 recognises, instead of trying the resolver
+_PIP_OFFLINE = {"PIP_NO_INDEX": "1", "UV_OFFLINE": "1"}
+TOOLCHAINS = (
+    Toolchain("uv", "uv.lock", "uv sync --frozen", "uv run --offline pytest", {"UV_OFFLINE": "1"}),
+    Toolchain("poetry", "poetry.lock", "poetry install", "poetry run pytest", _PIP_OFFLINE),
+    Toolchain("pdm", "pdm.lock", "pdm install", "pdm run pytest", _PIP_OFFLINE),
+    Toolchain("tox", "tox.ini", "tox -e py --notest", "tox -e py --skip-pkg-install", _PIP_OFFLINE),
+    Toolchain("nox", "noxfile.py", "nox --install-only", "nox --reuse-venvs --no-install", _PIP_OFFLINE),
+)
+
+
+def recognise(worktree: Path) -> list[Toolchain]:
+    """The toolchains the worktree's files name (``[tool.tox]`` and ``tox.toml`` count as tox's)."""
+    found = [t for t in TOOLCHAINS if (worktree / t.marker).is_file()]
+    tox = next(t for t in TOOLCHAINS if t.name == "tox")
+    if tox not in found and ((worktree / "tox.toml").is_file() or _pyproject_has(worktree, "tox")):
+        found.append(tox)
+    return found
+
+
+def _pyproject_has(worktree: Path, tool: str) -> bool:
+    path = worktree / "pyproject.toml"
+    try:
+        data = toml_loads(path.read_text(encoding="utf-8")) if path.is_file() and not path.is_symlink() else {}
+    except (ValueError, UnicodeDecodeError):
+        return False
+    section = data.get("tool")
+    return isinstance(section, dict) and tool in section
+
+
+def offline_env(toolchains: list[Toolchain]) -> dict[str, str]:
+    """What the gates' and the kernel's environment get so that the tools stay offline."""
+    out: dict[str, str] = {}
+    for toolchain in toolchains:
+        out.update(toolchain.offline)
+    return out
+
+
+def prompt_note(toolchains: list[Toolchain], adopted: tuple[Toolchain, Path] | None) -> list[str]:
+    """The system prompt's lines on the project's own tools."""
+    lines: list[str] = []
+    if adopted is not None:
+        toolchain, env = adopted
+        lines.append(f"The project uses {toolchain.name} ({toolchain.marker}); setup made its environment at {env}, "
+                     f"and `python`, `pip` and `pytest` above are layered on it, so its packages are importable.")
+    for toolchain in toolchains:
+        lines.append(f"- {toolchain.name}: its tools stay offline here ({', '.join(sorted(toolchain.offline))}); "
+                     f"run its tests with `{toolchain.test}` or as the gates do.")
+    return lines

@@ -18,7 +18,9 @@ _NETWORK = re.compile(
     r"temporary failure in name resolution|name or service not known|nodename nor servname provided"
     r"|no address associated with hostname|getaddrinfo (?:ENOTFOUND|EAI_AGAIN)|\bEAI_AGAIN\b"
     r"|could not resolve host|failed to lookup address information|dns error"
-    r"|network is unreachable|\[errno -[235]\]|\[errno 101\]",
+    r"|network is unreachable|\[errno -[235]\]|\[errno 101\]"
+    # the tools' offline switches the gates run with (``engine/toolchains.py``): uv's, and pip's without an index
+    r"|network connectivity is disabled|\(from versions: none\)",
     re.IGNORECASE,
 )
 # A command that could not be started: the shell's own words, or bash's for a script whose interpreter is missing.

@@ -89,6 +89,25 @@ def probe(python: str) -> Interpreter:
                        tuple(info["sites"]), info["stdlib"], info["scripts"])
 
 
+def probe_made(venv: Path) -> Interpreter:
+    """``probe`` for a virtual environment the run's own setup made (untrusted: the repository's setup may have
+    written it): without ``site``, so no ``.pth`` of it runs on the host. ``site`` is also what makes a venv's
+    prefix, so the venv's own layout gives its prefix, site directory and scripts."""
+    python = venv / "bin" / "python"
+    try:
+        proc = subprocess.run([str(python), "-I", "-S", "-c", _PROBE], capture_output=True, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConfigError(f"cannot run {python}: {exc}") from None
+    if proc.returncode != 0:
+        raise ConfigError(f"{python} is not a working Python: exit {proc.returncode}")
+    info: dict[str, Any] = json.loads(proc.stdout)
+    minor = ".".join(info["version"].split(".")[:2])
+    site = venv / "lib" / f"python{minor}" / "site-packages"
+    return Interpreter(str(python), info["base"], info["version"], str(venv), info["base_prefix"], (str(site),),
+                       info["stdlib"], str(venv / "bin"))
+
+
 @dataclass
 class ProjectEnv:
     """The run's environment directory (``root``) layered on ``interp``."""
@@ -162,6 +181,32 @@ def create(root: Path, interp: Interpreter, redirect: tuple[str, str] | None) ->
     (env.site / "_prime_ci_layer.pth").write_text(hook, encoding="utf-8")
     _script_twins(interp, env)
     return env
+
+
+def relayer(env: ProjectEnv, interp: Interpreter) -> ProjectEnv:
+    """The run's environment layered on ``interp`` instead (a toolchain's environment that setup made, like the
+    worktree's ``.venv`` after ``uv sync``): what setup installed into it stays; its interpreter, layering and
+    console-script twins follow ``interp``."""
+    base = os.path.realpath(interp.base)
+    (env.root / "pyvenv.cfg").write_text(f"home = {os.path.dirname(base)}\ninclude-system-site-packages = false\n"
+                                         f"version = {interp.version}\n", encoding="utf-8")
+    for name in ("python", "python3", f"python{interp.minor}", f"python{env.interp.minor}"):
+        link = env.bin / name
+        if link.is_symlink():
+            link.unlink()
+    for name in ("python", "python3", f"python{interp.minor}"):
+        (env.bin / name).symlink_to(base)
+    moved = ProjectEnv(interp, env.root)
+    if moved.site != env.site:
+        moved.site.parent.mkdir(parents=True, exist_ok=True)
+        env.site.rename(moved.site)
+    config = json.loads((moved.site / project_layer.CONFIG).read_text(encoding="utf-8"))
+    config.update(sites=list(interp.sites), keep=[interp.prefix, os.path.realpath(interp.prefix)])
+    (moved.site / project_layer.CONFIG).write_text(json.dumps(config), encoding="utf-8")
+    bytecode = [b"T" + os.fsencode(d) for d in interp.dirs()] + [b"P" + os.fsencode(env.root.parent)]
+    (moved.site / project_layer.BYTECODE).write_bytes(b"\0".join(bytecode))
+    _script_twins(interp, moved)
+    return moved
 
 
 def _script_twins(interp: Interpreter, env: ProjectEnv) -> None:

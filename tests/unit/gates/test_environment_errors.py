@@ -16,6 +16,9 @@ NETWORK = [
     "fatal: unable to access 'https://github.com/x/y/': Could not resolve host: github.com",
     "socket.gaierror: [Errno -2] Name or service not known",
     "OSError: [Errno 101] Network is unreachable",
+    "error: Failed to download `iniconfig==2.0.0`\n  Caused by: Network connectivity is disabled, but the requested "
+    "data wasn't found in the cache",
+    "ERROR: Could not find a version that satisfies the requirement pytest-mock (from versions: none)",
 ]
 NOT_THE_ENVIRONMENT = [
     "ConnectionRefusedError: [Errno 111] Connection refused",

@@ -1,0 +1,50 @@
+"""Issue 38: the project's own toolchain, first time, inside the sandbox. A uv project (uv.lock) set up as its CI
+does (``uv sync --frozen``): the environment uv made is the one the run's ``python`` is layered on, the gates run
+with uv offline, and the model is told so. Offline here: a virtual project without dependencies (the realworld
+tier has projects whose setup downloads)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FIX, make_repo, run_prime
+from prime_ci.isolation.sandbox import bwrap_binary
+from prime_ci.testing import ScriptedServer, ipython, reply
+
+UV = shutil.which("uv", path=str(Path(sys.executable).parent))
+PYPROJECT = ('[project]\nname = "calc"\nversion = "0.1.0"\nrequires-python = ">=3.11"\ndependencies = []\n\n'
+             '[tool.uv]\npackage = false\n')
+FILES = {
+    "pyproject.toml": PYPROJECT,
+    "calc.py": "def add(a, b):\n    return a - b\n",
+    "test_calc.py": "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
+                    "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
+    ".gitignore": "__pycache__/\n.venv/\n",
+}
+# the gate checks where its python is: the environment uv made, through the run's layer
+WHERE = ("import os, sys; print('LAYERED ON', [p for p in sys.path if '/.venv/lib/' in p][:1], "
+         "'UV_OFFLINE', os.environ.get('UV_OFFLINE'))")
+
+
+@pytest.mark.skipif(UV is None, reason="uv is in the dev environment's lock")
+def test_a_uv_project_set_up_as_its_ci_does_runs_in_the_environment_uv_made(tmp_path: Path,
+                                                                              server: ScriptedServer) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "pyproject.toml").write_text(PYPROJECT)
+    subprocess.run([str(UV), "lock", "--offline", "-q"], cwd=repo, check=True, timeout=120)
+    make_repo(repo, FILES)
+    server.add(ipython(f"!python -c {WHERE!r}"), ipython(FIX), reply("done"))
+    run = run_prime(tmp_path, repo, server, "--sandbox", "on" if bwrap_binary() else "off",
+                    "--setup", "uv sync --frozen", "--gate", "uv run --offline python -m unittest -q")
+    assert run.code == 0, run.proc.stderr
+    system = server.chat_requests[0].body["messages"][0]["content"]
+    assert "The project uses uv (uv.lock); setup made its environment at" in system and "/.venv" in system
+    assert "uv run --offline pytest" in system
+    seen = str(server.chat_requests[1].body["messages"][-1]["content"])
+    assert "LAYERED ON ['" in seen and "/.venv/lib/" in seen and "UV_OFFLINE 1" in seen, seen
