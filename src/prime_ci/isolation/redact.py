@@ -4,7 +4,10 @@ Secrets are registered from the host's environment at start-up (provider keys, t
 name with ``register``. Each value is masked raw and as base64 (all three alignments), hex, URL- and
 JSON-escaped, and reversed, so a model that was talked into "encoding" a key does not get it into a log.
 Each form is also masked with Unicode format characters (zero-width, bidi, soft hyphen: category Cf) between
-its characters, which display as nothing: text with none of them takes the plain substring path.
+its characters, which display as nothing: text with none of them takes the plain substring path. The raw value is
+also masked split: its letters and digits in order with up to ``SPLIT_GAP`` other characters between each two
+(spaces, newlines, quotes and ``+`` of a string literal cut in pieces, dashes); the costly pattern runs only on
+text whose letters and digits alone hold the value's.
 """
 
 from __future__ import annotations
@@ -23,12 +26,16 @@ URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/\s@]+)@")
 SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY|AUTH)", re.IGNORECASE)
 MIN_LENGTH = 8
 MASK = "[REDACTED]"
+SPLIT_GAP = 3
+_NOT_ALNUM = re.compile(r"[^A-Za-z0-9]+")
 
 _lock = threading.Lock()
 _needles: list[str] = []
 _byte_needles: list[bytes] = []
 _values: set[str] = set()
 _pattern: re.Pattern[str] | None = None  # every needle, format characters allowed between its characters
+_spines: list[str] = []  # each value's letters and digits alone (at least MIN_LENGTH of them)
+_split: re.Pattern[str] | None = None  # each spine, up to SPLIT_GAP other characters between its characters
 
 
 def _format_chars() -> list[str]:
@@ -76,9 +83,14 @@ def register(value: str) -> None:
         _needles.extend(variants(value))
         _needles.sort(key=len, reverse=True)
         _byte_needles[:] = [n.encode() for n in _needles]
-        global _pattern
+        global _pattern, _split
         gap = f"[{FORMAT_CHARS}]*"
         _pattern = re.compile("|".join(gap.join(map(re.escape, n)) for n in _needles))
+        if len(spine := _NOT_ALNUM.sub("", value)) >= MIN_LENGTH:
+            _spines.append(spine)
+            _spines.sort(key=len, reverse=True)
+            between = f"[^A-Za-z0-9]{{0,{SPLIT_GAP}}}"
+            _split = re.compile("|".join(between.join(spine) for spine in _spines))
 
 
 def register_url_credentials(value: str) -> int:
@@ -110,7 +122,18 @@ def redact(text: str) -> str:
     for needle in _needles:
         if needle in text:
             text = text.replace(needle, MASK)
-    return text if text.isascii() or not _FORMAT.search(text) else _redact_spread(text)
+    text = text if text.isascii() or not _FORMAT.search(text) else _redact_spread(text)
+    return _redact_split(text)
+
+
+def _redact_split(text: str) -> str:
+    """``text`` with each value written split (``SPLIT_GAP``) masked."""
+    if _split is None:
+        return text
+    spines = _NOT_ALNUM.sub("", text)
+    if not any(spine in spines for spine in _spines):
+        return text
+    return _split.sub(MASK, text)
 
 
 def _redact_spread(text: str) -> str:
@@ -124,7 +147,10 @@ def _redact_spread(text: str) -> str:
 
 def contains_secret(text: str) -> bool:
     folded = text if text.isascii() else _FORMAT.sub("", text)
-    return any(needle in text or needle in folded for needle in _needles)
+    if any(needle in text or needle in folded for needle in _needles):
+        return True
+    return _split is not None and _split.search(folded) is not None and any(
+        spine in _NOT_ALNUM.sub("", folded) for spine in _spines)
 
 
 def active() -> bool:
