@@ -50,6 +50,12 @@ def say_plain(text: str) -> None:
     say(escape(text))
 
 
+def quiet_say(text: str) -> None:
+    """``-q``: a line is printed only when it is a warning."""
+    if text.startswith("warning:"):
+        say_plain(text)
+
+
 def workflow_command(line: str) -> None:
     """prime-ci's own GitHub Actions workflow command(s) (``::group::``, ``::error``, built by
     ``isolation.workflow_commands``) on stdout, where the runner reads them, after what the console said so far;

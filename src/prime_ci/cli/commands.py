@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from prime_ci.cli.actions_stream import guard
-from prime_ci.cli.app import cli, echo_json, host_setup, print_outcome, say, say_plain, workflow_command
+from prime_ci.cli.app import cli, echo_json, host_setup, print_outcome, quiet_say, say, say_plain, workflow_command
 from prime_ci.cli.operator_config import given
 from prime_ci.cli.options import BUILD, GATE, GATES_FILE, JSON, OUT, PASS_ENV, PYTHON, RUN_OPTIONS, SANDBOX, SANDBOX_RO
 from prime_ci.cli.params import PanelCommand, PanelOption, options
@@ -40,16 +40,18 @@ def run(ctx: click.Context, /, **params: Any) -> int:
     from prime_ci.engine.prepare import prepare
     from prime_ci.engine.run import execute
 
-    prep = prepare(flags, say_plain)  # a litellm route starts importing litellm here, overlapping the kernel start
-    say_plain(f"run {prep.run_id}: {prep.worktree.source} @ {prep.worktree.base_commit[:12]} -> {prep.out}")
-    say_plain(f"limits: {limits.status(prep.cfg.limits)}")
+    tell = quiet_say if params["quiet"] else say_plain
+    prep = prepare(flags, tell)  # a litellm route starts importing litellm here, overlapping the kernel start
+    tell(f"run {prep.run_id}: {prep.worktree.source} @ {prep.worktree.base_commit[:12]} -> {prep.out}")
+    tell(f"limits: {limits.status(prep.cfg.limits)}")
     if prep.worktree.dirty:
         from rich.markup import escape
 
         from prime_ci.artifacts.report import dirty_note
 
         say(f"[yellow]warning:[/] {escape(dirty_note(prep.worktree.dirty, prep.worktree.snapshot_of is not None))}")
-    return print_outcome(execute(prep, say_plain, progress=for_run(), emit=workflow_command), params["json_output"])
+    return print_outcome(execute(prep, tell, progress=None if params["quiet"] else for_run(), emit=workflow_command),
+                         params["json_output"])
 
 
 @cli.command()

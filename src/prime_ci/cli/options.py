@@ -44,6 +44,9 @@ OUT = Opt("--out", type=PATH, metavar="DIR", default=RUN, panel="Output",
           help="Artifacts directory (default: prime-ci-out/RUN_ID).")
 JSON = Opt("--json", "json_output", is_flag=True, default=RUN, panel="Output",
            help="Print result.json on stdout at the end.")
+VERBOSE = Opt("-v", "--verbose", is_flag=True, default=RUN, panel="Output",
+              help="Show each cell's code, the head of its output and the model's text (bounded, redacted).")
+QUIET = Opt("-q", "--quiet", is_flag=True, default=RUN, panel="Output", help="Print the verdict (and warnings) only.")
 CONFIG = Opt("--config", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
              envvar="PRIME_CI_CONFIG", show_envvar=True, is_eager=True, expose_value=False, callback=load_config,
              help="Operator settings: a TOML file whose keys are the long option names (max-turns = 30, gate = "
@@ -122,5 +125,7 @@ RUN_OPTIONS = [
     OUT,
     Opt("--keep-worktree", is_flag=True, default=RUN, panel="Output", help="Keep the worktree."),
     JSON,
+    VERBOSE,
+    QUIET,
     CONFIG,
 ]

@@ -62,6 +62,8 @@ class RunConfig(BaseModel):
     allow_protected: list[str] = Field(default_factory=list)
     keep_worktree: bool = False
     json_output: bool = False
+    verbose: bool = False  # -v: each cell's code, its output's head and the model's text on the console
+    quiet: bool = False  # -q: the verdict (and warnings) only
     setup: list[str | dict[str, Any]] = Field(default_factory=list)
     build: list[str | dict[str, Any]] = Field(default_factory=list)
     python: str | None = None

@@ -227,8 +227,7 @@ class Run:
         self.say(f"kernel ready in {format_duration(time.monotonic() - started)} (pid {self.kernel.pid})")
         agent = Agent(self.prep.model, self.kernel, self.budget, self.log, self._turn_end, cfg.cell_timeout,
                       progress=self.say, inbox=lambda: self.family.drain(self.family.root) if self.family else [],
-                      on_cell=self._on_cell,
-                      )
+                      on_cell=self._on_cell, detail=self.say if cfg.verbose else None)
         window, source = (cfg.context_window, "--context-window") if cfg.context_window else await context_window(
             self.prep.model)
         self.say(f"context window {window} tokens ({source})")

@@ -12,6 +12,7 @@ from prime_ci.durations import format_duration
 from prime_ci.errors import ContextOverflow
 from prime_ci.isolation.untrusted import clean_terminal_text
 from prime_ci.kernel.client import CellResult
+from prime_ci.loop import console_detail
 from prime_ci.loop.budget import BudgetExhausted, Meter
 from prime_ci.loop.compact import Compactor
 from prime_ci.loop.tool_call import args_for_log, parse_call, wire_arguments
@@ -105,6 +106,7 @@ class Agent:
     conversation: Conversation = field(default_factory=Conversation)
     on_cell: Callable[[str, CellResult], Awaitable[None]] | None = None
     progress: Callable[[str], None] | None = None
+    detail: Callable[[str], None] | None = None  # -v: each reply's text, each cell's code and output's head
     inbox: Callable[[], list[tuple[str, str, dict[str, Any]]]] | None = None
     compactor: Compactor | None = None
     task: str = ""  # the task as given: every compaction summary starts with it
@@ -243,9 +245,16 @@ class Agent:
         eid = self.log.custom_message(custom_type, text, details)
         self.conversation.add({"role": "user", "content": text}, eid)
 
+    def _detail(self, lines: list[str]) -> None:
+        for line in lines:
+            if self.detail is not None:
+                self.detail(line)
+
     def _record_reply(self, reply: ModelReply) -> None:
         if reply.text:
             self.last_text = reply.text
+            if self.detail is not None:
+                self._detail(console_detail.model_text(reply.text))
         parts: list[dict[str, Any]] = [{"type": "thinking", "thinking": reply.thinking}] if reply.thinking else []
         parts += [{"type": "text", "text": reply.text}] if reply.text else []
         parts += [{"type": "toolCall", "id": c.id, "name": c.name, "arguments": args_for_log(c)}
@@ -291,6 +300,8 @@ class Agent:
                 lines = code.count("\n") + 1
                 self.progress(f"turn {self.budget.turns}: ipython ({lines} lines) -> {result.status}, "
                               f"{result.chars} chars, {format_duration(result.duration_s)}")
+            if self.detail is not None:
+                self._detail(console_detail.cell(code, result.text))
             if self.on_cell is not None:
                 await self.on_cell(code, result)
         for call in extra:
