@@ -20,19 +20,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from prime_ci.gates.rerun_commands import ASSIGNMENT, PYTHON, SHELL_SPECIAL, Rerunner, Target, derive_rerunner
+from prime_ci.gates.launchers import SHELL_SPECIAL, entry, split_assignments
+from prime_ci.gates.rerun_commands import Rerunner, Target, derive_rerunner
 from prime_ci.gates.runner import GateResult, run_gate
 from prime_ci.gates.specs import GateSpec
 from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.paths import inside, relative_name
 
 MAX_TESTS = 50
-
-_PYTHON_FLAGS = {"-u", "-B", "-E", "-s", "-I", "-P", "-O", "-OO", "-b", "-bb"}
-_PYTHON_VALUE_FLAGS = {"-X", "-W"}
-_UV_FLAGS = {"--frozen", "--locked", "--no-sync", "--offline", "--isolated", "--all-extras", "--no-dev", "-q",
-             "--quiet"}
-_UV_VALUE_FLAGS = {"--extra", "--group", "--with", "--python", "--package"}
 
 # pytest options that take a value as the next word (or after ``=``), kept in the fast command.
 _KEEP_VALUE = {
@@ -87,11 +82,7 @@ def pytest_fast(command: str) -> tuple[str, list[str]] | None:
         words = shlex.split(command)
     except ValueError:
         return None
-    prefix: list[str] = []
-    while words and (assignment := ASSIGNMENT.match(words[0])):
-        name, value = assignment.groups()
-        prefix.append(f"{name}={shlex.quote(value)}")
-        words = words[1:]
+    prefix, words = split_assignments(words)
     launcher = _pytest_launcher(words)
     if launcher is None:
         return None
@@ -104,32 +95,10 @@ def pytest_fast(command: str) -> tuple[str, list[str]] | None:
 
 def _pytest_launcher(words: list[str]) -> int | None:
     """How many leading words start pytest (``pytest`` itself included), or None if these do not."""
-    i = 0
-    if words and Path(words[0]).name in ("uv", "poetry", "pdm") and words[1:2] == ["run"]:
-        tool, i = Path(words[0]).name, 2
-        while i < len(words) and words[i].startswith("-") and tool == "uv":
-            if words[i] in _UV_FLAGS:
-                i += 1
-            elif words[i] in _UV_VALUE_FLAGS and i + 1 < len(words):
-                i += 2
-            elif words[i].split("=", 1)[0] in _UV_VALUE_FLAGS and "=" in words[i]:
-                i += 1
-            else:
-                return None
-    if i < len(words) and Path(words[i]).name in ("pytest", "py.test"):
-        return i + 1
-    if i < len(words) and PYTHON.match(Path(words[i]).name):
-        i += 1
-        while i < len(words) and words[i] != "-m":
-            if words[i] in _PYTHON_FLAGS:
-                i += 1
-            elif words[i] in _PYTHON_VALUE_FLAGS and i + 1 < len(words):
-                i += 2
-            else:
-                return None
-        if words[i + 1 : i + 2] == ["pytest"]:
-            return i + 2
-    return None
+    found = entry(words)
+    if found is None or found.name not in (("pytest",) if found.module else ("pytest", "py.test")):
+        return None
+    return found.args
 
 
 def _pytest_options(args: list[str]) -> tuple[list[str], list[str]] | None:

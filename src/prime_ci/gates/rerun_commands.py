@@ -18,10 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prime_ci.gates.junit import JUnitFailure
+from prime_ci.gates.launchers import SHELL_SPECIAL, Entry, entry, split_assignments
 
-SHELL_SPECIAL = set("$`;&|<>(){}[]*?!#~\\\n\r")
-ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
-PYTHON = re.compile(r"^python[0-9.]*$")
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*$")
 
 
@@ -156,10 +154,7 @@ def derive_rerunner(command: str, root: Path | None = None) -> Rerunner | None:
         words = shlex.split(command)
     except ValueError:
         return None
-    env: list[str] = []
-    while words and (assignment := ASSIGNMENT.match(words[0])):
-        env.append(f"{assignment[1]}={shlex.quote(assignment[2])}")
-        words = words[1:]
+    env, words = split_assignments(words)
     found = _launcher(words)
     if found is None:
         return _script(words, env, root) if root is not None else None
@@ -233,22 +228,10 @@ def _launcher(words: list[str]) -> tuple[str, int] | None:
     """The runner and how many words start it."""
     if not words:
         return None
+    found = entry(words)
+    if found is not None and (python := _python_runner(found, words)):
+        return python
     first = Path(words[0]).name
-    if PYTHON.match(first):
-        i = 1
-        while i < len(words) and words[i] in ("-u", "-B", "-E", "-s", "-I", "-O", "-OO", "-b", "-bb"):
-            i += 1
-        if words[i : i + 2] == ["-m", "unittest"]:
-            return "unittest", i + 2
-        if words[i : i + 2] == ["-m", "django"] and words[i + 2 : i + 3] == ["test"]:
-            return "django", i + 3
-        if i < len(words) and Path(words[i]).name == "manage.py" and words[i + 1 : i + 2] == ["test"]:
-            return "django", i + 2
-        if i < len(words) and Path(words[i]).name == "setup.py" and words[i + 1 :] == ["test"]:
-            return "setup.py", i + 2
-        return None
-    if first == "django-admin" and words[1:2] == ["test"]:
-        return "django", 2
     if first == "node":
         i = 1
         while i < len(words) and words[i].startswith("-"):
@@ -270,6 +253,20 @@ def _launcher(words: list[str]) -> tuple[str, int] | None:
         # without a terminal (a gate's stdin is /dev/null) vitest runs once; its other subcommands do not test
         following = words[i + 1 : i + 2]
         return ("vitest", i + 1) if not following or following[0].startswith("-") else None
+    return None
+
+
+def _python_runner(found: Entry, words: list[str]) -> tuple[str, int] | None:
+    """unittest, Django or ``setup.py test`` behind any launcher (``python -m``, ``coverage run``, ``uv run``)."""
+    i = found.args
+    if found.module:
+        if found.name == "unittest":
+            return "unittest", i
+        return ("django", i + 1) if found.name == "django" and words[i : i + 1] == ["test"] else None
+    if found.name in ("manage.py", "django-admin") and words[i : i + 1] == ["test"]:
+        return "django", i + 1
+    if found.name == "setup.py" and words[i:] == ["test"]:
+        return "setup.py", i + 1
     return None
 
 

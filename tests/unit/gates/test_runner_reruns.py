@@ -98,6 +98,52 @@ def test_fast_rerun_command_per_runner(tmp_path: Path, command: str, log: str, f
     assert why == dropped
 
 
+DJANGO_IDS = ("shop.tests.test_prices.TotalTests.test_error shop.tests.test_prices.DbTests.test_db_bad "
+              "shop.tests.test_prices.TotalTests.test_empty shop.tests.test_prices.TotalTests.test_two")
+
+
+@pytest.mark.parametrize(
+    ("command", "log", "fast"),
+    [
+        ("python -m django test --settings site_cfg.settings shop", "django.log",
+         f"python -m django test --settings site_cfg.settings {DJANGO_IDS}"),
+        ("DJANGO_SETTINGS_MODULE=site_cfg.settings django-admin test -v 2", "django.log",
+         f"DJANGO_SETTINGS_MODULE=site_cfg.settings django-admin test -v 2 {DJANGO_IDS}"),
+        ("python -Wa manage.py test", "django.log", f"python -Wa manage.py test {DJANGO_IDS}"),
+        ("python -W error::DeprecationWarning -X dev -m django test", "django.log",
+         f"python -W error::DeprecationWarning -X dev -m django test {DJANGO_IDS}"),
+        ("uv run --frozen python -m django test", "django.log", f"uv run --frozen python -m django test {DJANGO_IDS}"),
+        ("coverage run -m django test --failfast", "django.log", f"coverage run -m django test {DJANGO_IDS}"),
+        ("coverage run --source=shop --branch manage.py test shop", "django.log",
+         f"coverage run --source=shop --branch manage.py test {DJANGO_IDS}"),
+        ("python -m coverage run -p --rcfile ci.cfg -m django test", "django.log",
+         f"python -m coverage run -p --rcfile ci.cfg -m django test {DJANGO_IDS}"),
+        ("coverage run -m unittest", "unittest.log", f"coverage run -m unittest {UNITTEST_IDS}"),
+        ("coverage3 run -a --omit mypkg/exceptions.py -m unittest -v", "unittest.log",
+         f"coverage3 run -a --omit mypkg/exceptions.py -m unittest -v {UNITTEST_IDS}"),
+        ("coverage run --module unittest discover -s tests", "unittest.log",
+         "coverage run --module unittest discover -s tests -k " + UNITTEST_IDS.replace(" ", " -k ")),
+    ],
+    ids=["python-m-django", "django-admin", "manage.py-Wa", "python-flags", "uv-run", "coverage-django",
+         "coverage-manage.py", "python-m-coverage", "coverage-unittest", "coverage-options", "coverage-discover"],
+)
+def test_django_and_coverage_run_launchers_are_narrowed(tmp_path: Path, command: str, log: str, fast: str) -> None:
+    root = _project(tmp_path, ["shop/prices.py", *PY_FILES])
+    cwd = ROOT / ("django" if log == "django.log" else "py")
+    got, dropped = _plan(command, log, root, cwd)
+    assert got == fast
+    assert dropped == (("--failfast",) if "--failfast" in command else ())
+
+
+@pytest.mark.parametrize("command", [
+    "coverage run --unknown x -m unittest", "coverage run -m", "coverage report --fail-under=90",
+    "coverage run runtests.py", "coverage run -m django check", "python -m coverage run -m nose2",
+    "python -Q -m django test", "python -W", "python -c 'import django' test", "poetry run -q python -m unittest",
+])
+def test_launchers_not_read_for_sure_are_not_narrowed(command: str) -> None:
+    assert derive_rerunner(command) is None
+
+
 def test_setup_py_test_reruns_a_single_test(tmp_path: Path) -> None:
     log = tmp_path / "one.log"
     text = (LOGS / "setup-py-test.log").read_text()
