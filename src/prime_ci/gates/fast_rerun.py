@@ -4,13 +4,15 @@ A gate gets a fast command from its ``fast`` template (``{tests}`` becomes the f
 shell-quoted) or one derived from its command: for pytest, the command with its positional arguments and
 its cache/stop-early/coverage options dropped (xdist, plugins and configuration are kept) and the node ids
 appended; for unittest, Django, node --test, jest, vitest, go test and cargo test, see
-:mod:`prime_ci.gates.rerun_commands`. Anything the derivation does not fully understand (shell syntax,
-variables, options of unknown arity) yields no fast command: that gate then always runs in full. What a
-derived command left out of the gate's is said to the model with the fast round's result.
+:mod:`prime_ci.gates.rerun_commands`; what starts the runner (``uv run``, ``coverage run``...) is read in
+:mod:`prime_ci.gates.launchers`. Anything the derivation does not fully understand (shell syntax, variables,
+options of unknown arity) yields no fast command: that gate then always runs in full. A derived command has
+coverage thresholds off (:mod:`prime_ci.gates.coverage_off`). What it left out of the gate's, and a threshold
+turned off, is said to the model with the fast round's result.
 
 A fast run only ever shortens a round that is still failing: it counts as failing when it failed and
-still names failing tests (or timed out). A failure that names no test (a coverage threshold from the
-project's addopts, a node id that no longer exists) is inconclusive and the full gates run.
+still names failing tests (or timed out). A failure that names no test (a coverage threshold not turned
+off, a node id that no longer exists) is inconclusive and the full gates run.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from prime_ci.gates import coverage_off
 from prime_ci.gates.launchers import SHELL_SPECIAL, entry, split_assignments
 from prime_ci.gates.rerun_commands import Rerunner, Target, derive_rerunner
 from prime_ci.gates.runner import GateResult, run_gate
@@ -227,6 +230,7 @@ class FastRerun:
     node_ids: bool  # a derived pytest command: only node ids whose file still exists
     rerunner: Rerunner | None = None
     dropped: tuple[str, ...] = ()
+    thresholds_off: str = ""  # the option that turned coverage thresholds off, said to the model
 
     def settles(self, result: GateResult, root: Path) -> bool:
         return still_failing(result, root, node_ids=self.node_ids)
@@ -244,10 +248,11 @@ class FastRerun:
 
     def note(self) -> str:
         """What the model is told about this rerun's command beyond the command itself."""
-        if not self.dropped:
-            return ""
-        return (f"The fast rerun of gate {self.spec.name} left out {', '.join(self.dropped)} (they select or stop "
-                "tests, or measure the whole suite); the full gate keeps them.")
+        notes = [f"The fast rerun of gate {self.spec.name} left out {', '.join(self.dropped)} (they select or stop "
+                 "tests, or measure the whole suite); the full gate keeps them."] if self.dropped else []
+        if self.thresholds_off:
+            notes.append(coverage_off.note(self.spec.name, self.thresholds_off))
+        return " ".join(notes)
 
     async def run(self, tests: list[Target], *, cwd: Path, env: dict[str, str], log_dir: Path,
                   launcher: Sequence[str], limits: Limits) -> GateResult:
@@ -271,12 +276,17 @@ def plan_rerun(spec: GateSpec, result: GateResult, root: Path) -> FastRerun | No
         return FastRerun(spec, spec.fast, tuple(Target(t) for t in tests), False) if tests else None
     if derived := pytest_fast(spec.command):
         tests = failing_ids(result, root, node_ids=True)
-        return FastRerun(spec, derived[0], tuple(Target(t) for t in tests), True, None, tuple(derived[1])) \
-            if tests else None
+        if not tests:
+            return None
+        template, dropped = derived
+        off = coverage_off.PYTEST if coverage_off.pytest_threshold(result.log_path, dropped) else ""
+        if off:
+            template = f"{template.removesuffix('{tests}')}{off} {{tests}}"
+        return FastRerun(spec, template, tuple(Target(t) for t in tests), True, None, tuple(dropped), off)
     rerunner = derive_rerunner(spec.command, root)
     if rerunner is None:
         return None
     targets = tuple(rerunner.targets(result.failures)[:MAX_TESTS])
     if not targets or rerunner.command(targets) is None:
         return None
-    return FastRerun(spec, None, targets, False, rerunner, rerunner.dropped)
+    return FastRerun(spec, None, targets, False, rerunner, rerunner.dropped, rerunner.coverage_off)

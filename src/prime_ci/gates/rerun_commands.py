@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from prime_ci.gates import coverage_off
 from prime_ci.gates.junit import JUnitFailure
 from prime_ci.gates.launchers import SHELL_SPECIAL, Entry, entry, split_assignments
 
@@ -61,7 +62,7 @@ _VITEST = _Options(
     value=frozenset({"-c", "--config", "--root", "-r", "--pool", "--reporter", "--outputFile", "--environment",
                      "--project", "--maxWorkers", "--minWorkers", "--testTimeout", "--mode", "--dir"}),
     drop_value=frozenset({"-t", "--testNamePattern", "--shard", "--bail", "--changed"}),
-    drop=frozenset({"--coverage", "--watch", "-w", "--update", "-u"}),
+    drop=frozenset({"--coverage", "--coverage.enabled", "--watch", "-w", "--update", "-u"}),
 )
 _GO = _Options(
     value=frozenset({"-count", "-timeout", "-tags", "-p", "-parallel", "-cpu", "-mod", "-ldflags", "-gcflags",
@@ -89,6 +90,7 @@ class Rerunner:
     dropped: tuple[str, ...] = ()
     suffix: tuple[str, ...] = ()  # words that must stay last (cargo's test-harness options)
     discover: bool = False  # unittest discovery from a start directory: select with -k
+    coverage_off: str = ""  # the option that turns coverage thresholds off (see gates/coverage_off.py)
 
     def targets(self, failures: Sequence[JUnitFailure]) -> list[Target]:
         """The failing tests as this runner selects them (one per test, in order)."""
@@ -129,7 +131,7 @@ class Rerunner:
             names = [n for i in ids for n in (i.rsplit(" > ", 1)[-1], i.replace(" > ", " "))]
             words += [f"--test-name-pattern={_alternation(names)}", *places]
         elif self.runner in ("jest", "vitest"):
-            words += [*places, "-t", _alternation(ids)]
+            words += [*places, "-t", _alternation(ids), *filter(None, [self.coverage_off])]
         elif self.runner == "go":
             words += [p if p.startswith(".") else f"./{p}" for p in places]
             words += ["-run", _alternation(ids)]
@@ -184,10 +186,12 @@ def derive_rerunner(command: str, root: Path | None = None) -> Rerunner | None:
     launcher = words[:start]
     if runner == "node" and "--test" not in launcher:
         return None
-    return Rerunner(runner, tuple(launcher + kept), tuple(env), tuple(dropped), tuple(suffix), discover)
+    return Rerunner(runner, tuple(launcher + kept), tuple(env), tuple(dropped), tuple(suffix), discover,
+                    _COVERAGE_OFF.get(runner, ""))
 
 
 _OPTIONS_NONE = _Options()
+_COVERAGE_OFF = {"jest": coverage_off.JEST, "vitest": coverage_off.VITEST}
 _PACKAGE_JSON_LIMIT = 1 << 20
 
 
@@ -215,7 +219,9 @@ def _script(words: list[str], env: list[str], root: Path) -> Rerunner | None:
     if inner is None or inner.runner not in ("jest", "vitest", "node"):
         return None
     prefix = (*words, "--") if tool == "npm" else tuple(words)  # npm passes what follows -- to the script
-    return Rerunner(inner.runner, prefix, tuple(env))
+    # the script keeps its own options: vitest refuses a second --coverage.enabled
+    off = "" if any(d.startswith("--coverage.enabled") for d in inner.dropped) else inner.coverage_off
+    return Rerunner(inner.runner, prefix, tuple(env), coverage_off=off)
 
 
 def _discover_positionals(positionals: list[str]) -> list[str]:
