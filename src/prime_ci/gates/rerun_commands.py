@@ -1,11 +1,13 @@
 """Fast rerun commands for runners other than pytest: the gate's own command narrowed to the failing tests.
 
 Each runner is read from the gate's command words: the launcher (``python -m unittest``, ``manage.py
-test``, ``node --test``, ``npx jest``, ``npx vitest run``, ``go test``, ``cargo test``), then its options.
-The runner's options are kept unless they select tests or stop early (those are replaced by the failing
-tests, and named in ``dropped``); its positional arguments (paths, packages, modules) give way to the failing
-tests' own. Anything this does not read for sure (shell syntax, an unknown option before a plain word, a
-runner it does not know) gives no rerun: the gate then runs in full.
+test``, ``python -m django test``, ``node --test``, ``npx jest``, ``npx vitest run``, ``go test``, ``cargo test``;
+what starts a Python runner, such as ``coverage run``, is read in :mod:`prime_ci.gates.launchers`), then its
+options. The runner's options are kept unless they select tests or stop early (those are replaced by the
+failing tests, and named in ``dropped``); its positional arguments (paths, packages, modules) give way to the
+failing tests' own. Anything this does not read for sure (shell syntax, an unknown option before a plain word, a
+runner it does not know) gives no rerun: the gate then runs in full. jest and vitest reruns have coverage
+off (:mod:`prime_ci.gates.coverage_off`).
 """
 
 from __future__ import annotations
@@ -37,13 +39,19 @@ class _Options:
     value: frozenset[str] = frozenset()  # kept, with the next word as their value
     drop_value: frozenset[str] = frozenset()  # selection or stopping early: dropped with their value
     drop: frozenset[str] = frozenset()  # flags dropped
+    flag: frozenset[str] = frozenset()  # flags kept: the next word is not their value
 
 
-_UNITTEST = _Options(value=frozenset({"-k", "-s", "-p", "-t"}), drop=frozenset({"-f", "--failfast"}))
+_UNITTEST_FLAGS = frozenset({"-v", "--verbose", "-q", "--quiet", "--locals", "-b", "--buffer", "-c", "--catch"})
+_UNITTEST = _Options(value=frozenset({"-k", "-s", "-p", "-t", "--durations"}), drop=frozenset({"-f", "--failfast"}),
+                     flag=_UNITTEST_FLAGS)
 _DJANGO = _Options(
     value=frozenset({"--settings", "--pythonpath", "--testrunner", "--parallel", "--tag", "--exclude-tag", "-v",
                      "--verbosity", "--durations", "--top-level-directory", "-t", "--pattern", "-p"}),
     drop_value=frozenset({"-k"}), drop=frozenset({"--failfast", "--reverse", "-r", "--shuffle"}),
+    flag=frozenset({"--noinput", "--no-input", "--keepdb", "--debug-mode", "-d", "--debug-sql", "--pdb", "-b",
+                    "--buffer", "--no-faulthandler", "--timing", "--force-color", "--no-color", "--skip-checks",
+                    "--traceback"}),
 )
 _NODE = _Options(
     value=frozenset({"--test-reporter", "--test-reporter-destination", "--test-concurrency", "--import",
@@ -303,7 +311,7 @@ def _read_options(args: list[str], options: _Options) -> tuple[list[str], list[s
             i += 0 if inline or nxt is None else 1
         elif name in options.drop:
             dropped.append(word)
-        elif inline or nxt is None or nxt.startswith("-"):
+        elif name in options.flag or inline or nxt is None or nxt.startswith("-"):
             kept.append(word)  # a flag, or an option given as --name=value
         else:
             return None

@@ -113,6 +113,9 @@ DJANGO_IDS = ("shop.tests.test_prices.TotalTests.test_error shop.tests.test_pric
     [
         ("python -m django test --settings site_cfg.settings shop", "django.log",
          f"python -m django test --settings site_cfg.settings {DJANGO_IDS}"),
+        ("python -m django test --noinput --keepdb -b shop", "django.log",
+         f"python -m django test --noinput --keepdb -b {DJANGO_IDS}"),
+        ("python -m unittest -v --locals tests", "unittest.log", f"python -m unittest -v --locals {UNITTEST_IDS}"),
         ("DJANGO_SETTINGS_MODULE=site_cfg.settings django-admin test -v 2", "django.log",
          f"DJANGO_SETTINGS_MODULE=site_cfg.settings django-admin test -v 2 {DJANGO_IDS}"),
         ("python -Wa manage.py test", "django.log", f"python -Wa manage.py test {DJANGO_IDS}"),
@@ -130,8 +133,9 @@ DJANGO_IDS = ("shop.tests.test_prices.TotalTests.test_error shop.tests.test_pric
         ("coverage run --module unittest discover -s tests", "unittest.log",
          "coverage run --module unittest discover -s tests -k " + UNITTEST_IDS.replace(" ", " -k ")),
     ],
-    ids=["python-m-django", "django-admin", "manage.py-Wa", "python-flags", "uv-run", "coverage-django",
-         "coverage-manage.py", "python-m-coverage", "coverage-unittest", "coverage-options", "coverage-discover"],
+    ids=["python-m-django", "django-flags", "unittest-flags", "django-admin", "manage.py-Wa", "python-flags", "uv-run",
+         "coverage-django", "coverage-manage.py", "python-m-coverage", "coverage-unittest", "coverage-options",
+         "coverage-discover"],
 )
 def test_django_and_coverage_run_launchers_are_narrowed(tmp_path: Path, command: str, log: str, fast: str) -> None:
     root = _project(tmp_path, ["shop/prices.py", *PY_FILES])
