@@ -4,13 +4,15 @@ A gate gets a fast command from its ``fast`` template (``{tests}`` becomes the f
 shell-quoted) or one derived from its command: for pytest, the command with its positional arguments and
 its cache/stop-early/coverage options dropped (xdist, plugins and configuration are kept) and the node ids
 appended; for unittest, Django, node --test, jest, vitest, go test and cargo test, see
-:mod:`prime_ci.gates.rerun_commands`. Anything the derivation does not fully understand (shell syntax,
-variables, options of unknown arity) yields no fast command: that gate then always runs in full. What a
-derived command left out of the gate's is said to the model with the fast round's result.
+:mod:`prime_ci.gates.rerun_commands`; what starts the runner (``uv run``, ``coverage run``...) is read in
+:mod:`prime_ci.gates.launchers`. Anything the derivation does not fully understand (shell syntax, variables,
+options of unknown arity) yields no fast command: that gate then always runs in full. A derived command has
+coverage thresholds off (:mod:`prime_ci.gates.coverage_off`). What it left out of the gate's, and a threshold
+turned off, is said to the model with the fast round's result.
 
 A fast run only ever shortens a round that is still failing: it counts as failing when it failed and
-still names failing tests (or timed out). A failure that names no test (a coverage threshold from the
-project's addopts, a node id that no longer exists) is inconclusive and the full gates run.
+still names failing tests (or timed out). A failure that names no test (a coverage threshold not turned
+off, a node id that no longer exists) is inconclusive and the full gates run.
 """
 
 from __future__ import annotations
@@ -20,19 +22,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from prime_ci.gates.rerun_commands import ASSIGNMENT, PYTHON, SHELL_SPECIAL, Rerunner, Target, derive_rerunner
+from prime_ci.gates import coverage_off
+from prime_ci.gates.launchers import SHELL_SPECIAL, entry, split_assignments
+from prime_ci.gates.rerun_commands import Rerunner, Target, derive_rerunner
 from prime_ci.gates.runner import GateResult, run_gate
 from prime_ci.gates.specs import GateSpec
 from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.paths import inside, relative_name
 
 MAX_TESTS = 50
-
-_PYTHON_FLAGS = {"-u", "-B", "-E", "-s", "-I", "-P", "-O", "-OO", "-b", "-bb"}
-_PYTHON_VALUE_FLAGS = {"-X", "-W"}
-_UV_FLAGS = {"--frozen", "--locked", "--no-sync", "--offline", "--isolated", "--all-extras", "--no-dev", "-q",
-             "--quiet"}
-_UV_VALUE_FLAGS = {"--extra", "--group", "--with", "--python", "--package"}
 
 # pytest options that take a value as the next word (or after ``=``), kept in the fast command.
 _KEEP_VALUE = {
@@ -87,11 +85,7 @@ def pytest_fast(command: str) -> tuple[str, list[str]] | None:
         words = shlex.split(command)
     except ValueError:
         return None
-    prefix: list[str] = []
-    while words and (assignment := ASSIGNMENT.match(words[0])):
-        name, value = assignment.groups()
-        prefix.append(f"{name}={shlex.quote(value)}")
-        words = words[1:]
+    prefix, words = split_assignments(words)
     launcher = _pytest_launcher(words)
     if launcher is None:
         return None
@@ -104,32 +98,10 @@ def pytest_fast(command: str) -> tuple[str, list[str]] | None:
 
 def _pytest_launcher(words: list[str]) -> int | None:
     """How many leading words start pytest (``pytest`` itself included), or None if these do not."""
-    i = 0
-    if words and Path(words[0]).name in ("uv", "poetry", "pdm") and words[1:2] == ["run"]:
-        tool, i = Path(words[0]).name, 2
-        while i < len(words) and words[i].startswith("-") and tool == "uv":
-            if words[i] in _UV_FLAGS:
-                i += 1
-            elif words[i] in _UV_VALUE_FLAGS and i + 1 < len(words):
-                i += 2
-            elif words[i].split("=", 1)[0] in _UV_VALUE_FLAGS and "=" in words[i]:
-                i += 1
-            else:
-                return None
-    if i < len(words) and Path(words[i]).name in ("pytest", "py.test"):
-        return i + 1
-    if i < len(words) and PYTHON.match(Path(words[i]).name):
-        i += 1
-        while i < len(words) and words[i] != "-m":
-            if words[i] in _PYTHON_FLAGS:
-                i += 1
-            elif words[i] in _PYTHON_VALUE_FLAGS and i + 1 < len(words):
-                i += 2
-            else:
-                return None
-        if words[i + 1 : i + 2] == ["pytest"]:
-            return i + 2
-    return None
+    found = entry(words)
+    if found is None or found.name not in (("pytest",) if found.module else ("pytest", "py.test")):
+        return None
+    return found.args
 
 
 def _pytest_options(args: list[str]) -> tuple[list[str], list[str]] | None:
@@ -258,6 +230,7 @@ class FastRerun:
     node_ids: bool  # a derived pytest command: only node ids whose file still exists
     rerunner: Rerunner | None = None
     dropped: tuple[str, ...] = ()
+    thresholds_off: str = ""  # the option that turned coverage thresholds off, said to the model
 
     def settles(self, result: GateResult, root: Path) -> bool:
         return still_failing(result, root, node_ids=self.node_ids)
@@ -275,10 +248,11 @@ class FastRerun:
 
     def note(self) -> str:
         """What the model is told about this rerun's command beyond the command itself."""
-        if not self.dropped:
-            return ""
-        return (f"The fast rerun of gate {self.spec.name} left out {', '.join(self.dropped)} (they select or stop "
-                "tests, or measure the whole suite); the full gate keeps them.")
+        notes = [f"The fast rerun of gate {self.spec.name} left out {', '.join(self.dropped)} (they select or stop "
+                 "tests, or measure the whole suite); the full gate keeps them."] if self.dropped else []
+        if self.thresholds_off:
+            notes.append(coverage_off.note(self.spec.name, self.thresholds_off))
+        return " ".join(notes)
 
     async def run(self, tests: list[Target], *, cwd: Path, env: dict[str, str], log_dir: Path,
                   launcher: Sequence[str], limits: Limits) -> GateResult:
@@ -302,12 +276,17 @@ def plan_rerun(spec: GateSpec, result: GateResult, root: Path) -> FastRerun | No
         return FastRerun(spec, spec.fast, tuple(Target(t) for t in tests), False) if tests else None
     if derived := pytest_fast(spec.command):
         tests = failing_ids(result, root, node_ids=True)
-        return FastRerun(spec, derived[0], tuple(Target(t) for t in tests), True, None, tuple(derived[1])) \
-            if tests else None
+        if not tests:
+            return None
+        template, dropped = derived
+        off = coverage_off.PYTEST if coverage_off.pytest_threshold(result.log_path, dropped) else ""
+        if off:
+            template = f"{template.removesuffix('{tests}')}{off} {{tests}}"
+        return FastRerun(spec, template, tuple(Target(t) for t in tests), True, None, tuple(dropped), off)
     rerunner = derive_rerunner(spec.command, root)
     if rerunner is None:
         return None
     targets = tuple(rerunner.targets(result.failures)[:MAX_TESTS])
     if not targets or rerunner.command(targets) is None:
         return None
-    return FastRerun(spec, None, targets, False, rerunner, rerunner.dropped)
+    return FastRerun(spec, None, targets, False, rerunner, rerunner.dropped, rerunner.coverage_off)

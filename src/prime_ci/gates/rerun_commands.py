@@ -1,11 +1,13 @@
 """Fast rerun commands for runners other than pytest: the gate's own command narrowed to the failing tests.
 
 Each runner is read from the gate's command words: the launcher (``python -m unittest``, ``manage.py
-test``, ``node --test``, ``npx jest``, ``npx vitest run``, ``go test``, ``cargo test``), then its options.
-The runner's options are kept unless they select tests or stop early (those are replaced by the failing
-tests, and named in ``dropped``); its positional arguments (paths, packages, modules) give way to the failing
-tests' own. Anything this does not read for sure (shell syntax, an unknown option before a plain word, a
-runner it does not know) gives no rerun: the gate then runs in full.
+test``, ``python -m django test``, ``node --test``, ``npx jest``, ``npx vitest run``, ``go test``, ``cargo test``;
+what starts a Python runner, such as ``coverage run``, is read in :mod:`prime_ci.gates.launchers`), then its
+options. The runner's options are kept unless they select tests or stop early (those are replaced by the
+failing tests, and named in ``dropped``); its positional arguments (paths, packages, modules) give way to the
+failing tests' own. Anything this does not read for sure (shell syntax, an unknown option before a plain word, a
+runner it does not know) gives no rerun: the gate then runs in full. jest and vitest reruns have coverage
+off (:mod:`prime_ci.gates.coverage_off`).
 """
 
 from __future__ import annotations
@@ -17,11 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from prime_ci.gates import coverage_off
 from prime_ci.gates.junit import JUnitFailure
+from prime_ci.gates.launchers import SHELL_SPECIAL, Entry, entry, split_assignments
 
-SHELL_SPECIAL = set("$`;&|<>(){}[]*?!#~\\\n\r")
-ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
-PYTHON = re.compile(r"^python[0-9.]*$")
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*$")
 
 
@@ -38,13 +39,19 @@ class _Options:
     value: frozenset[str] = frozenset()  # kept, with the next word as their value
     drop_value: frozenset[str] = frozenset()  # selection or stopping early: dropped with their value
     drop: frozenset[str] = frozenset()  # flags dropped
+    flag: frozenset[str] = frozenset()  # flags kept: the next word is not their value
 
 
-_UNITTEST = _Options(value=frozenset({"-k", "-s", "-p", "-t"}), drop=frozenset({"-f", "--failfast"}))
+_UNITTEST_FLAGS = frozenset({"-v", "--verbose", "-q", "--quiet", "--locals", "-b", "--buffer", "-c", "--catch"})
+_UNITTEST = _Options(value=frozenset({"-k", "-s", "-p", "-t", "--durations"}), drop=frozenset({"-f", "--failfast"}),
+                     flag=_UNITTEST_FLAGS)
 _DJANGO = _Options(
     value=frozenset({"--settings", "--pythonpath", "--testrunner", "--parallel", "--tag", "--exclude-tag", "-v",
                      "--verbosity", "--durations", "--top-level-directory", "-t", "--pattern", "-p"}),
     drop_value=frozenset({"-k"}), drop=frozenset({"--failfast", "--reverse", "-r", "--shuffle"}),
+    flag=frozenset({"--noinput", "--no-input", "--keepdb", "--debug-mode", "-d", "--debug-sql", "--pdb", "-b",
+                    "--buffer", "--no-faulthandler", "--timing", "--force-color", "--no-color", "--skip-checks",
+                    "--traceback"}),
 )
 _NODE = _Options(
     value=frozenset({"--test-reporter", "--test-reporter-destination", "--test-concurrency", "--import",
@@ -63,7 +70,7 @@ _VITEST = _Options(
     value=frozenset({"-c", "--config", "--root", "-r", "--pool", "--reporter", "--outputFile", "--environment",
                      "--project", "--maxWorkers", "--minWorkers", "--testTimeout", "--mode", "--dir"}),
     drop_value=frozenset({"-t", "--testNamePattern", "--shard", "--bail", "--changed"}),
-    drop=frozenset({"--coverage", "--watch", "-w", "--update", "-u"}),
+    drop=frozenset({"--coverage", "--coverage.enabled", "--watch", "-w", "--update", "-u"}),
 )
 _GO = _Options(
     value=frozenset({"-count", "-timeout", "-tags", "-p", "-parallel", "-cpu", "-mod", "-ldflags", "-gcflags",
@@ -91,6 +98,7 @@ class Rerunner:
     dropped: tuple[str, ...] = ()
     suffix: tuple[str, ...] = ()  # words that must stay last (cargo's test-harness options)
     discover: bool = False  # unittest discovery from a start directory: select with -k
+    coverage_off: str = ""  # the option that turns coverage thresholds off (see gates/coverage_off.py)
 
     def targets(self, failures: Sequence[JUnitFailure]) -> list[Target]:
         """The failing tests as this runner selects them (one per test, in order)."""
@@ -131,7 +139,7 @@ class Rerunner:
             names = [n for i in ids for n in (i.rsplit(" > ", 1)[-1], i.replace(" > ", " "))]
             words += [f"--test-name-pattern={_alternation(names)}", *places]
         elif self.runner in ("jest", "vitest"):
-            words += [*places, "-t", _alternation(ids)]
+            words += [*places, "-t", _alternation(ids), *filter(None, [self.coverage_off])]
         elif self.runner == "go":
             words += [p if p.startswith(".") else f"./{p}" for p in places]
             words += ["-run", _alternation(ids)]
@@ -156,10 +164,7 @@ def derive_rerunner(command: str, root: Path | None = None) -> Rerunner | None:
         words = shlex.split(command)
     except ValueError:
         return None
-    env: list[str] = []
-    while words and (assignment := ASSIGNMENT.match(words[0])):
-        env.append(f"{assignment[1]}={shlex.quote(assignment[2])}")
-        words = words[1:]
+    env, words = split_assignments(words)
     found = _launcher(words)
     if found is None:
         return _script(words, env, root) if root is not None else None
@@ -189,10 +194,12 @@ def derive_rerunner(command: str, root: Path | None = None) -> Rerunner | None:
     launcher = words[:start]
     if runner == "node" and "--test" not in launcher:
         return None
-    return Rerunner(runner, tuple(launcher + kept), tuple(env), tuple(dropped), tuple(suffix), discover)
+    return Rerunner(runner, tuple(launcher + kept), tuple(env), tuple(dropped), tuple(suffix), discover,
+                    _COVERAGE_OFF.get(runner, ""))
 
 
 _OPTIONS_NONE = _Options()
+_COVERAGE_OFF = {"jest": coverage_off.JEST, "vitest": coverage_off.VITEST}
 _PACKAGE_JSON_LIMIT = 1 << 20
 
 
@@ -220,7 +227,9 @@ def _script(words: list[str], env: list[str], root: Path) -> Rerunner | None:
     if inner is None or inner.runner not in ("jest", "vitest", "node"):
         return None
     prefix = (*words, "--") if tool == "npm" else tuple(words)  # npm passes what follows -- to the script
-    return Rerunner(inner.runner, prefix, tuple(env))
+    # the script keeps its own options: vitest refuses a second --coverage.enabled
+    off = "" if any(d.startswith("--coverage.enabled") for d in inner.dropped) else inner.coverage_off
+    return Rerunner(inner.runner, prefix, tuple(env), coverage_off=off)
 
 
 def _discover_positionals(positionals: list[str]) -> list[str]:
@@ -233,22 +242,10 @@ def _launcher(words: list[str]) -> tuple[str, int] | None:
     """The runner and how many words start it."""
     if not words:
         return None
+    found = entry(words)
+    if found is not None and (python := _python_runner(found, words)):
+        return python
     first = Path(words[0]).name
-    if PYTHON.match(first):
-        i = 1
-        while i < len(words) and words[i] in ("-u", "-B", "-E", "-s", "-I", "-O", "-OO", "-b", "-bb"):
-            i += 1
-        if words[i : i + 2] == ["-m", "unittest"]:
-            return "unittest", i + 2
-        if words[i : i + 2] == ["-m", "django"] and words[i + 2 : i + 3] == ["test"]:
-            return "django", i + 3
-        if i < len(words) and Path(words[i]).name == "manage.py" and words[i + 1 : i + 2] == ["test"]:
-            return "django", i + 2
-        if i < len(words) and Path(words[i]).name == "setup.py" and words[i + 1 :] == ["test"]:
-            return "setup.py", i + 2
-        return None
-    if first == "django-admin" and words[1:2] == ["test"]:
-        return "django", 2
     if first == "node":
         i = 1
         while i < len(words) and words[i].startswith("-"):
@@ -270,6 +267,20 @@ def _launcher(words: list[str]) -> tuple[str, int] | None:
         # without a terminal (a gate's stdin is /dev/null) vitest runs once; its other subcommands do not test
         following = words[i + 1 : i + 2]
         return ("vitest", i + 1) if not following or following[0].startswith("-") else None
+    return None
+
+
+def _python_runner(found: Entry, words: list[str]) -> tuple[str, int] | None:
+    """unittest, Django or ``setup.py test`` behind any launcher (``python -m``, ``coverage run``, ``uv run``)."""
+    i = found.args
+    if found.module:
+        if found.name == "unittest":
+            return "unittest", i
+        return ("django", i + 1) if found.name == "django" and words[i : i + 1] == ["test"] else None
+    if found.name in ("manage.py", "django-admin") and words[i : i + 1] == ["test"]:
+        return "django", i + 1
+    if found.name == "setup.py" and words[i:] == ["test"]:
+        return "setup.py", i + 1
     return None
 
 
@@ -300,7 +311,7 @@ def _read_options(args: list[str], options: _Options) -> tuple[list[str], list[s
             i += 0 if inline or nxt is None else 1
         elif name in options.drop:
             dropped.append(word)
-        elif inline or nxt is None or nxt.startswith("-"):
+        elif name in options.flag or inline or nxt is None or nxt.startswith("-"):
             kept.append(word)  # a flag, or an option given as --name=value
         else:
             return None

@@ -32,6 +32,12 @@ from prime_ci.gates.specs import GateSpec, load_gate_files
          "--junitxml out.xml {tests}"),
         ("python -X dev -m pytest --some-plugin-flag", "python -X dev -m pytest --some-plugin-flag {tests}"),
         ("pytest -- tests", "pytest {tests}"),
+        ("python -Wd -m pytest -q", "python -Wd -m pytest -q {tests}"),
+        ("coverage run -m pytest -x tests", "coverage run -m pytest {tests}"),
+        ("python -m coverage run --branch --source pkg -m pytest -n 2 tests",
+         "python -m coverage run --branch --source pkg -m pytest -n 2 {tests}"),
+        ("uv run coverage run --data-file=.cov .venv/bin/pytest", "uv run coverage run --data-file=.cov "
+         ".venv/bin/pytest {tests}"),
     ],
 )
 def test_pytest_fast_command_derived(command: str, fast: str) -> None:
@@ -43,7 +49,8 @@ def test_pytest_fast_command_derived(command: str, fast: str) -> None:
     ["pytest -q; echo done", "cd sub && pytest", "pytest $PYTEST_ARGS", "pytest tests/*.py", "pytest | tee log",
      "pytest --unknown-option value tests", "pytest --collect-only", "pytest -Z", "python -m pytest -n",
      "python -c 'import pytest'", "python -m pytest_other", "ruff check .", "make test", "npm test", "tox -e py",
-     "env pytest", "uv run --unknown pytest", "pytest 'unterminated"],
+     "env pytest", "uv run --unknown pytest", "pytest 'unterminated", "coverage run --bad -m pytest",
+     "coverage run -m pytest_other", "coverage report", "python -m coverage run"],
 )
 def test_no_fast_command_when_unsure(command: str) -> None:
     assert derive_pytest_fast(command) is None
