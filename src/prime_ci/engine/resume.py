@@ -197,6 +197,10 @@ class ResumePlan:
     info: dict[str, Any] = field(default_factory=dict)  # the run's prime_ci.run record
 
 
+# a run stopped by its provider goes on from its last entry once the provider answers again (`prime-ci resume`)
+PROVIDER_STOPS = ("model_error",)
+
+
 def plan(out: Path, *, salvage: bool) -> ResumePlan:
     """Read OUT_DIR; raise ConfigError (exit 2) or LogCorruptError (exit 6) when it cannot be resumed."""
     path = out / "session.jsonl"
@@ -211,10 +215,14 @@ def plan(out: Path, *, salvage: bool) -> ResumePlan:
     if info is None or "config" not in info:
         raise ConfigError(f"resume: {path} has no prime_ci.run record: the run never started")
     cfg, gates = _checked_record(info, path)
-    if stop is not None:
+    provider_stop = stop is not None and stop.get("stop_reason") in PROVIDER_STOPS
+    if stop is not None and not provider_stop:
         return ResumePlan(out, info["run_id"], cfg, _dead_worktree(info), [], ResumeState(session),
                           _finished(out, stop))
     state = rebuild(session)
+    if provider_stop:
+        state.notes.append("The run had stopped because the model's provider kept failing; it goes on now that "
+                           "the provider answers.")
     if info.get("marker") and (stray := sweep(run_needle(info["marker"]))):
         state.notes.append(f"{stray} process(es) left over from the interrupted run were stopped.")
     if info.get("marker"):  # its cgroups went with the sweep; its bridges' socket directories are left
@@ -225,8 +233,12 @@ def plan(out: Path, *, salvage: bool) -> ResumePlan:
     if not wt.path.is_dir() or not wt.git_dir.is_dir():
         wt = create_worktree(wt_info["source"], info["base_commit"])
         wt.excludes = [".prime-ci"]
-        state.notes.append("The worktree was lost with the interruption and was checked out again at the base "
-                           "commit: changes made before the interruption are gone and must be redone.")
+        if provider_stop and _reapplied(wt, out / "patch.diff"):  # the run's end removed it; its patch is kept
+            state.notes.append("The worktree was checked out again at the base commit and the run's patch, as it "
+                               "was when the run stopped, applied to it.")
+        else:
+            state.notes.append("The worktree was lost with the interruption and was checked out again at the base "
+                               "commit: changes made before the interruption are gone and must be redone.")
     return ResumePlan(out, info["run_id"], cfg, wt, gates, state, info=info)
 
 
@@ -257,6 +269,15 @@ def _checked_record(info: dict[str, Any], path: Path) -> tuple[RunConfig, list[G
         return RunConfig.model_validate(config), record.gates
     except ValidationError as exc:
         raise ConfigError(f"resume: {path}: the prime_ci.run record is not prime-ci's: {_first_error(exc)}") from None
+
+
+def _reapplied(wt: Worktree, patch: Path) -> bool:
+    """``patch`` (the run's patch.diff) applied to the fresh worktree; False when there is none or it does not
+    apply (the worktree is then the base commit's)."""
+    if not patch.is_file() or patch.is_symlink() or not patch.stat().st_size:
+        return False
+    done = wt.git(["apply", "--binary", "--whitespace=nowarn", "-"], input=patch.read_bytes(), check=False)
+    return done.returncode == 0
 
 
 def _finished(out: Path, stop: dict[str, Any]) -> dict[str, Any]:
