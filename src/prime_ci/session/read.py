@@ -279,7 +279,7 @@ def parts_text(parts: Any) -> str:
     return "".join(p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text")
 
 
-def read_session(path: Path, *, strict: bool = False) -> SessionFile:
+def read_session(path: Path, *, strict: bool = False, data: bytes | None = None) -> SessionFile:
     """Parse a session file without modifying it. A torn last line (no newline) is set aside, never fatal.
 
     Damage in the middle (a malformed, NUL-filled, crc-mismatched, duplicated or reordered line, or missing
@@ -287,8 +287,9 @@ def read_session(path: Path, *, strict: bool = False) -> SessionFile:
     otherwise it is reported (``bad_lines``, ``seq_gaps``, ``nul_runs``) and skipped, for display. Entries
     another program appended after prime-ci's last record are not damage: they are read, and also listed in
     ``foreign_suffix`` (``check_no_foreign_suffix`` refuses them for a caller about to continue the log).
+    ``data``: the file's bytes, when the caller read them (``isolation.confined``).
     """
-    data = path.read_bytes()
+    data = path.read_bytes() if data is None else data
     scan = scan_log(data)
     if strict:
         if scan.header is None:
