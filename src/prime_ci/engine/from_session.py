@@ -97,10 +97,15 @@ def _kept_from(compaction: dict[str, Any], entries: list[dict[str, Any]]) -> Cal
 
 
 def _in_context(entry: dict[str, Any]) -> bool:
+    """Whether ``_provider`` gives the entry a message, without building it (the copy does, once)."""
     kind = entry.get("type")
     if kind == "message":
         message = entry.get("message")
-        return isinstance(message, dict) and _provider(entry) is not None
+        if not isinstance(message, dict):
+            return False
+        role = message.get("role")
+        return role in ("user", "assistant", "toolResult") or (role == "bashExecution"
+                                                               and not message.get("excludeFromContext"))
     return kind in ("custom_message", "branch_summary")
 
 
