@@ -13,6 +13,7 @@ from prime_ci.artifacts.summary_parts import code_cell
 from prime_ci.durations import format_duration
 from prime_ci.errors import ConfigError
 from prime_ci.isolation import durable
+from prime_ci.isolation.confined import read_in
 from prime_ci.isolation.parse import json_loads
 from prime_ci.isolation.untrusted import visible
 from prime_ci.money import usd_or_unknown
@@ -26,11 +27,11 @@ def load_result(out_dir: Path) -> dict[str, Any]:
     path = out_dir / "result.json"
     if not out_dir.is_dir():
         raise ConfigError(f"report: not a directory: {out_dir}")
-    try:
-        raw = path.read_text(encoding="utf-8")
+    try:  # never a file outside the run's directory through a symlink
+        raw = read_in(out_dir, path, "report").decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"report: no result.json in {out_dir}") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"report: cannot read {path}: {exc}") from None
     try:
         data = json_loads(raw)

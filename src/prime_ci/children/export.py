@@ -24,9 +24,11 @@ from typing import Any
 from prime_ci.children.family import NAME
 from prime_ci.errors import ConfigError
 from prime_ci.isolation import durable
+from prime_ci.isolation.confined import read_in
 from prime_ci.session.crc import record_text, signed_line
 from prime_ci.session.log import SessionFile, read_session
 from prime_ci.session.read import parts_text
+from prime_ci.session.wellformed import malformed
 
 REGISTRY = "rlm-subagents.jsonl"
 TASK_PREFIX = "[task from parent]\n\n"
@@ -47,15 +49,16 @@ def export_prime_agent(out: Path, dest: Path) -> list[Path]:
     """
     dest = dest.resolve()
     root_path = out / "session.jsonl"
-    if not root_path.is_file():
+    root_bytes = _read(out, root_path)
+    if root_bytes is None:
         raise ConfigError(f"export: {root_path} not found")
-    root = read_session(root_path)
+    root = read_session(root_path, data=root_bytes)
     if not root.header.get("id"):
         raise ConfigError(f"export: {root_path} has no session header")
     root_id = _plain(root.header["id"], "session id", root_path)
     artifacts = dest / "session-artifacts" / root_id
     exported = {"root": _Exported(root_id, dest / "sessions" / f"{root_id}.jsonl", artifacts)}
-    writes: list[tuple[Path, bytes]] = [(exported["root"].file, root_path.read_bytes())]
+    writes: list[tuple[Path, bytes]] = [(exported["root"].file, root_bytes)]
     registries: dict[Path, list[dict[str, Any]]] = {}
     sources: dict[str, Path] = {}
     for entry in root.entries:  # spawn order: a parent is always spawned before its children
@@ -66,16 +69,16 @@ def export_prime_agent(out: Path, dest: Path) -> list[Path]:
         rlm_id = _plain(data.get("rlm_child_id"), "rlm_child_id", root_path)
         name = _plain(Path(str(data.get("session_dir", ""))).name, "child session directory", root_path)
         source = out / "children" / name / "session.jsonl"
-        if parent is None or not source.is_file() or sources.get(rlm_id) == source:
+        if parent is None or sources.get(rlm_id) == source or (raw := _read(out, source)) is None:
             continue  # a child that never started writes no session; one logged twice is exported once
         if rlm_id in sources:  # two children with one id: Prime Agent keeps one session per sub-agent directory
             raise ConfigError(f"export: {root_path}: two sessions would both be sub-agent {rlm_id}; "
                               "nothing was exported")
         sources[rlm_id] = source
-        child = read_session(source)
+        child = read_session(source, data=raw)
         child_id = _plain(child.header.get("id") or rlm_id, "session id", source)
         mine = exported[rlm_id] = _Exported(child_id, parent.dir / rlm_id / f"{child_id}.jsonl", parent.dir / rlm_id)
-        writes.append((mine.file, _reparented(source.read_bytes(), str(parent.file))))
+        writes.append((mine.file, _reparented(raw, str(parent.file), source)))
         registry = parent.file.parent.parent / "session-artifacts" / parent.session_id / REGISTRY
         registries.setdefault(registry, []).append(_record(data, entry, child, mine, parent))
     _check_layout([path for path, _ in writes] + list(registries), root_path)
@@ -86,10 +89,23 @@ def export_prime_agent(out: Path, dest: Path) -> list[Path]:
     return [path for path, _ in writes]
 
 
-def _reparented(data: bytes, parent_file: str) -> bytes:
+def _read(out: Path, path: Path) -> bytes | None:
+    """The bytes of a session file in OUT, None when there is none; a symlink out of OUT is refused (exit 2)."""
+    try:
+        return read_in(out, path, "export")
+    except FileNotFoundError:
+        return None
+
+
+def _reparented(data: bytes, parent_file: str, source: Path) -> bytes:
     """The session file with its header's ``parentSession`` set to ``parent_file``; the rest byte for byte."""
     first, sep, rest = data.partition(b"\n")
-    header = json.loads(first)
+    try:
+        header = json.loads(first)
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or header.get("type") != "session":
+        raise ConfigError(f"export: {source} is corrupt: its first line is not a session header; nothing was exported")
     signed = header.pop("crc32", None) is not None
     header["parentSession"] = parent_file
     text = record_text(header)
@@ -105,7 +121,7 @@ def _record(spawned: dict[str, Any], entry: dict[str, Any], child: SessionFile, 
     return {
         "type": "rlm_subagent", "childId": mine.dir.name, "sessionName": str(spawned.get("name")),
         "sessionDir": str(mine.dir), "sessionFile": str(mine.file), "parentSessionId": parent.session_id,
-        "parentSessionFile": str(parent.file), "rlmDepth": int(spawned.get("depth") or 1),
+        "parentSessionFile": str(parent.file), "rlmDepth": _depth(spawned.get("depth")),
         "prompt": _task(child), "model": {"provider": provider, "modelId": model or provider},
         "status": "completed", "createdAt": _millis(entry.get("timestamp")),
         "updatedAt": str(ended or entry.get("timestamp") or ""),
@@ -113,14 +129,22 @@ def _record(spawned: dict[str, Any], entry: dict[str, Any], child: SessionFile, 
 
 
 def _task(child: SessionFile) -> str:
-    """The task the parent gave: the child's first user message, without the prefix prime-ci adds."""
-    for e in child.entries:
+    """The task the parent gave: the child's first user message, without the prefix prime-ci adds. A malformed
+    message before it is refused, naming its line (exit 2)."""
+    for i, e in enumerate(child.entries):
+        if e.get("type") in ("message", "custom_message") and (problem := malformed(e)) is not None:
+            line = child.lines[i] if i < len(child.lines) else "?"
+            raise ConfigError(f"export: {child.path} is corrupt: line {line}: {problem}; nothing was exported")
         if e.get("type") == "message" and e["message"].get("role") == "user":
             text = parts_text(e["message"].get("content") or "")
             return text.removeprefix(TASK_PREFIX)
         if e.get("type") == "custom_message":  # logs written before the task was a user message
             return parts_text(e.get("content") or "").removeprefix(TASK_PREFIX)
     return ""
+
+
+def _depth(value: Any) -> int:
+    return value if type(value) is int and value > 0 else 1
 
 
 def _millis(stamp: Any) -> int:

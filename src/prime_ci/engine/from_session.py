@@ -11,6 +11,8 @@ new file; its header's ``parentSession`` names the file it came from. The model 
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,8 +22,9 @@ from prime_ci.errors import ConfigError
 from prime_ci.loop.agent import Agent
 from prime_ci.loop.compact import summary_message
 from prime_ci.model.usage import Cost, Usage, session_usage
-from prime_ci.session.log import SessionLog, read_session
+from prime_ci.session.log import VERSION, SessionLog, read_session
 from prime_ci.session.read import parts_text
+from prime_ci.session.wellformed import malformed
 
 NOT_RUN = "[not run: the session was continued in prime-ci before this call had a result]"
 BRANCH_SUMMARY = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
@@ -35,10 +38,15 @@ class Origin:
     summary: str | None = None  # the latest compaction's summary
     after: list[dict[str, Any]] = field(default_factory=list)  # context entries after it (all, without one)
     task: str = ""  # the first user message's text on the branch: what the conversation was asked to do
+    load_s: float = 0.0  # seconds the load took: the run's wall clock counts them
 
 
 def load_origin(path: Path) -> Origin:
-    """The conversation of the session at ``path``; ``ConfigError`` (one line) when it cannot be read as one."""
+    """The conversation of the session at ``path``; ``ConfigError`` (one line) when it cannot be read as one.
+
+    Linear in the file's size (the run's clock counts it: ``Origin.load_s``). Every entry on the active branch that
+    the conversation is made of is checked first: a malformed one is refused naming its line."""
+    started = time.monotonic()
     what = f"--from-session {path}"
     try:
         session = read_session(path)
@@ -49,14 +57,23 @@ def load_origin(path: Path) -> Origin:
     header = session.header
     if header.get("type") != "session" or not isinstance(header.get("id"), str):
         raise ConfigError(f"{what}: not a session file (its first line is no Prime Agent session header)")
-    branch = session.active_path()
+    version = header.get("version", 1)  # Prime Agent's rule: a header without one is version 1
+    if type(version) is not int or not 1 <= version <= VERSION:
+        raise ConfigError(f"{what}: session version {ascii(version)[:20]} is not one prime-ci reads (1 to {VERSION})")
+    indices = session.branches().path
+    for i in indices:
+        if (problem := malformed(session.entries[i])) is not None:
+            line = session.lines[i] if i < len(session.lines) else "?"
+            raise ConfigError(f"{what}: line {line}: {problem}; nothing was started")
+    branch = [session.entries[i] for i in indices]
     at = max((i for i, e in enumerate(branch) if e.get("type") == "compaction"), default=None)
     origin = Origin(path.resolve(), header["id"])
     if at is None:
         origin.after = [e for e in branch if _in_context(e)]
     else:
         compaction = branch[at]
-        first = next((i for i, e in enumerate(branch[:at]) if e.get("id") == compaction.get("firstKeptEntryId")), at)
+        kept = _kept_from(compaction, session.entries)
+        first = next((i for i, e in enumerate(branch[:at]) if kept(e)), at)
         origin.summary = str(compaction.get("summary") or "")
         origin.kept = [e for e in branch[first:at] if _in_context(e)]
         origin.after = [e for e in branch[at + 1:] if _in_context(e)]
@@ -64,14 +81,31 @@ def load_origin(path: Path) -> Origin:
         raise ConfigError(f"{what}: the session has no conversation to continue")
     origin.task = next((parts_text(e["message"].get("content") or "") for e in branch if e.get("type") == "message"
                         and e["message"].get("role") == "user"), "")
+    origin.load_s = time.monotonic() - started
     return origin
 
 
+def _kept_from(compaction: dict[str, Any], entries: list[dict[str, Any]]) -> Callable[[dict[str, Any]], bool]:
+    """Whether an entry is the one a compaction keeps from: named by ``firstKeptEntryId``, or in a version-1 file
+    (no ids) by ``firstKeptEntryIndex`` among the file's entries, header included, as Prime Agent migrates it."""
+    index = compaction.get("firstKeptEntryIndex")
+    if "firstKeptEntryId" not in compaction and type(index) is int and 1 <= index <= len(entries):
+        target = entries[index - 1]
+        return lambda entry: entry is target
+    first = compaction.get("firstKeptEntryId")
+    return lambda entry: entry.get("id") == first
+
+
 def _in_context(entry: dict[str, Any]) -> bool:
+    """Whether ``_provider`` gives the entry a message, without building it (the copy does, once)."""
     kind = entry.get("type")
     if kind == "message":
         message = entry.get("message")
-        return isinstance(message, dict) and _provider(entry) is not None
+        if not isinstance(message, dict):
+            return False
+        role = message.get("role")
+        return role in ("user", "assistant", "toolResult") or (role == "bashExecution"
+                                                               and not message.get("excludeFromContext"))
     return kind in ("custom_message", "branch_summary")
 
 
@@ -101,7 +135,8 @@ class Continuation:
     def write(self, note: str) -> list[tuple[dict[str, Any], str]]:
         """(provider message, entry id) in context order: the summary first, then the kept and later entries."""
         origin = self.origin
-        start = self.log.custom("prime_ci.from_session", {"file": str(origin.path), "session": origin.session_id})
+        start = self.log.custom("prime_ci.from_session", {"file": str(origin.path), "session": origin.session_id,
+                                                          "load_s": round(origin.load_s, 3)})
         kept = [self._copy(e) for e in origin.kept]
         head: list[tuple[dict[str, Any], str]] = []
         if origin.summary is not None:

@@ -24,6 +24,7 @@ from prime_ci.errors import ConfigError
 from prime_ci.gates.runner import GateSpec
 from prime_ci.isolation import limits
 from prime_ci.isolation.box import run_needle
+from prime_ci.isolation.confined import read_in
 from prime_ci.isolation.parse import json_loads
 from prime_ci.isolation.procs import sweep
 from prime_ci.isolation.worktree import Worktree, create_worktree
@@ -206,7 +207,8 @@ def plan(out: Path, *, salvage: bool) -> ResumePlan:
     path = out / "session.jsonl"
     if not path.is_file():
         raise ConfigError(f"resume: {path} not found")
-    session = read_session(path, strict=not salvage)
+    # the log resume appends to: never a file outside OUT through a symlink
+    session = read_session(path, strict=not salvage, data=read_in(out, path, "resume"))
     # entries another program (Prime Agent) appended continue the conversation elsewhere: refused before anything
     # is swept or re-created (exit 2, its own reason, not "corrupt")
     session.check_no_foreign_suffix()
@@ -287,7 +289,7 @@ def _finished(out: Path, stop: dict[str, Any]) -> dict[str, Any]:
         if not result_path.is_file():
             _StopRecord.model_validate(stop)
             return dict(stop)
-        data = json_loads(result_path.read_bytes())
+        data = json_loads(read_in(out, result_path, "resume"))  # never a file outside OUT through a symlink
         ResultModel.model_validate(data)
     except ValueError as exc:  # not JSON, not UTF-8, or not a result (pydantic's ValidationError is a ValueError)
         what = _first_error(exc) if isinstance(exc, ValidationError) else str(exc)[:200]

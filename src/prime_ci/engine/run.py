@@ -119,6 +119,8 @@ class Run:
             origin = self.prep.origin
             self.log = SessionLog.create(self.prep.out / "session.jsonl", cwd=session_cwd(wt.source),
                                          parent_session=str(origin.path) if origin is not None else None)
+            if origin is not None:  # --max-wall counts the load of the session the run goes on from
+                self.budget.wall_offset = origin.load_s
         else:
             self.log = SessionLog.open_for_append(self.prep.out / "session.jsonl", salvage=self.salvage)
             self.budget.restore(self.resume.usage, self.resume.wall_spent)

@@ -21,6 +21,8 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from prime_ci.errors import PersistenceError
+
 HARDENING = (
     "-c", "core.fsmonitor=false",
     "-c", "core.hooksPath=/dev/null",
@@ -80,6 +82,16 @@ def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 class GitError(RuntimeError):
     pass
+
+
+class GitDiskFull(GitError, PersistenceError):
+    """git could not write (its index, an object, a lock) because the disk is full: a ``PersistenceError`` (exit 6)
+    wherever it is not handled as a failed git call (the run's stop), as every other full-disk write is."""
+
+
+# How git says a write failed for want of space: strerror of ENOSPC, EDQUOT and EFBIG, and its own wording in
+# csum-file.c ("sha1 file '...' write error. Out of diskspace").
+_DISK_FULL = re.compile(r"No space left on device|Out of diskspace|Disk quota exceeded|File too large")
 
 
 def git_reason(stderr: bytes) -> str:
@@ -148,7 +160,10 @@ def git(
     else:
         proc = subprocess.CompletedProcess([*base, *args], listing.returncode, b"", listing.stderr)
     if check and proc.returncode != 0:
-        raise GitError(f"git {' '.join(args)} failed: {git_reason(proc.stderr) or proc.returncode}")
+        reason = git_reason(proc.stderr)
+        if _DISK_FULL.search(reason):
+            raise GitDiskFull(f"git {' '.join(args)} failed (disk full): {reason}")
+        raise GitError(f"git {' '.join(args)} failed: {reason or proc.returncode}")
     return proc
 
 

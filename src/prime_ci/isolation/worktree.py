@@ -22,6 +22,7 @@ from prime_ci.isolation.dirty import DIRTY_SHOWN as DIRTY_SHOWN
 from prime_ci.isolation.dirty import dirty_paths as dirty_paths
 from prime_ci.isolation.dirty import snapshot
 from prime_ci.isolation.gitcall import IDENTITY as IDENTITY
+from prime_ci.isolation.gitcall import GitDiskFull as GitDiskFull
 from prime_ci.isolation.gitcall import GitError as GitError
 from prime_ci.isolation.gitcall import git as git
 from prime_ci.isolation.gitcall import git_text as git_text
@@ -160,6 +161,8 @@ def create_worktree(repo: str, ref: str | None, *, parent: Path | None = None, i
         git(["checkout", "--quiet", "--detach", base], git_dir=git_dir, work_tree=path, cwd=path)
     except GitError as exc:
         shutil.rmtree(root, ignore_errors=True)
+        if isinstance(exc, GitDiskFull):  # a full disk is exit 6, not a usage error
+            raise
         raise ConfigError(str(exc)) from exc
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)

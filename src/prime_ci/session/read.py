@@ -237,6 +237,7 @@ class SessionFile:
     foreign_offset: int | None = None  # byte offset of the first of them
     checksummed: bool = False  # prime-ci wrote the log (its header carries crc32)
     path: Path | None = None
+    lines: list[int] = field(default_factory=list)  # the line number (1-based) of each entry, as ``entries``
 
     @property
     def foreign_start(self) -> int:
@@ -278,7 +279,7 @@ def parts_text(parts: Any) -> str:
     return "".join(p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text")
 
 
-def read_session(path: Path, *, strict: bool = False) -> SessionFile:
+def read_session(path: Path, *, strict: bool = False, data: bytes | None = None) -> SessionFile:
     """Parse a session file without modifying it. A torn last line (no newline) is set aside, never fatal.
 
     Damage in the middle (a malformed, NUL-filled, crc-mismatched, duplicated or reordered line, or missing
@@ -286,25 +287,40 @@ def read_session(path: Path, *, strict: bool = False) -> SessionFile:
     otherwise it is reported (``bad_lines``, ``seq_gaps``, ``nul_runs``) and skipped, for display. Entries
     another program appended after prime-ci's last record are not damage: they are read, and also listed in
     ``foreign_suffix`` (``check_no_foreign_suffix`` refuses them for a caller about to continue the log).
+    ``data``: the file's bytes, when the caller read them (``isolation.confined``).
     """
-    scan = scan_log(path.read_bytes())
+    data = path.read_bytes() if data is None else data
+    scan = scan_log(data)
     if strict:
         if scan.header is None:
             raise LogCorruptError(str(path), 0, "no session header")
         if (damage := scan.first_damage()) is not None:
             raise LogCorruptError(str(path), *damage)
     entries = [entry for _, _, entry in scan.good]
+    offsets = [start for start, _, _ in scan.good]
     if scan.tail_entry is not None and not scan.foreign:
         entries.append(scan.tail_entry)
+        offsets.append(scan.tail_offset)
     foreign = [entry for _, _, entry in scan.foreign]
     entries += foreign
+    offsets += [start for start, _, _ in scan.foreign]
     header = scan.header
     if header is None:
         header = {"type": "session", "version": VERSION, "id": "", "timestamp": "", "cwd": ""}
     else:
-        entries = entries[1:]
+        entries, offsets = entries[1:], offsets[1:]
     return SessionFile(header=header, entries=entries, torn_tail=b"" if scan.tail_entry is not None else scan.tail,
                        bad_lines=[(start, reason) for start, _, reason in scan.bad], seq_gaps=scan.open_gaps(),
                        nul_runs=scan.nul_runs, unterminated=scan.tail_entry is not None, foreign_suffix=foreign,
                        foreign_offset=scan.foreign[0][0] if scan.foreign else None, checksummed=scan.checksummed,
-                       path=path)  # fmt: skip
+                       path=path, lines=_line_numbers(data, offsets))  # fmt: skip
+
+
+def _line_numbers(data: bytes, offsets: list[int]) -> list[int]:
+    """The 1-based line number at each byte offset (offsets in file order), in one pass over ``data``."""
+    numbers, line, pos = [], 1, 0
+    for offset in offsets:
+        line += data.count(b"\n", pos, offset)
+        numbers.append(line)
+        pos = offset
+    return numbers

@@ -65,11 +65,13 @@ def branches(entries: Sequence[dict[str, Any]]) -> Branches:
     off = [i for i in range(len(entries)) if i not in on_path]
     anchor: dict[int, int | None] = {}  # off-branch entry -> its nearest ancestor on the path
     forks: dict[int, int] = {}
-    for i in off:
+    for i in off:  # every entry is walked once: a walk stops at the first entry an earlier walk anchored
         chain: list[int] = []
+        seen: set[int] = set()  # the chain's entries, for a cycle check that does not walk the chain again
         node = i
-        while node is not None and node not in on_path and node not in anchor and node not in chain:
+        while node is not None and node not in on_path and node not in anchor and node not in seen:
             chain.append(node)
+            seen.add(node)
             node = parents[node]
         found = anchor.get(node) if node is not None and node in anchor else (node if node in on_path else None)
         for n in chain:

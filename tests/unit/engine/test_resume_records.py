@@ -53,3 +53,17 @@ def test_a_record_that_is_not_prime_cis_is_a_config_error(tmp_path: Path, run: A
 def test_a_finished_run_without_result_json_returns_its_stop_record(tmp_path: Path) -> None:
     done = plan(crafted(tmp_path / "out", RUN, STOP), salvage=False)
     assert done.finished == STOP and done.run_id == "r1"
+
+
+@pytest.mark.parametrize("name", ["session.jsonl", "result.json"])
+def test_a_file_that_leads_out_of_out_is_refused(tmp_path: Path, name: str) -> None:
+    """Issue 37: resume reads (and appends to) only what is in OUT: a symlink out of it is one line, exit 2."""
+    out = crafted(tmp_path / "out", RUN, STOP, result="{}")
+    outside = tmp_path / "elsewhere" / name
+    outside.parent.mkdir()
+    (out / name).rename(outside)
+    (out / name).symlink_to(outside)
+    before = outside.read_bytes()
+    with pytest.raises(ConfigError, match=rf"^resume: {out / name} leads out of {out} \(to {outside}\): refused$"):
+        plan(out, salvage=False)
+    assert outside.read_bytes() == before
