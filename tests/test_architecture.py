@@ -137,6 +137,8 @@ def test_the_markdown_rule_loads_by_its_path_alone() -> None:
     path = modules()["prime_ci.artifacts.markup"]
     outside = {m for m in imports(path, function_level=True) if m.split(".")[0] not in sys.stdlib_module_names}
     assert not outside, f"artifacts/markup.py imports {outside}"
+    for helper in ("publish/helper.py", "action/helper.py"):
+        assert '"src" / "prime_ci" / "artifacts" / "markup.py"' in (SRC.parent / helper).read_text(), helper
 
 
 def test_no_import_cycles() -> None:
