@@ -7,10 +7,10 @@ A writer lays out its own markup and puts every untrusted value through one of t
 - :func:`code_span` (:func:`code_cell` in a table): inline code on one line, fenced by a run of backticks longer
   than any inside it; in a table cell a ``|`` is escaped, so it cannot end the cell.
 - :func:`fenced`: a block of any text, its fence longer than any run of backticks inside it.
-- :func:`text` (:func:`text_cell`): one line of ordinary text. Every ASCII punctuation character is
-  backslash-escaped (no HTML, heading, list, quote, table, emphasis or link can start), and each word GitHub would
-  make a link or a notification of (a URL, ``www.``, an e-mail address, ``@name``, ``#123``, ``GH-123``) is a
-  code span.
+- :func:`text` (:func:`text_cell`): one line of ordinary text. Every character that can start markup is
+  backslash-escaped (no HTML, heading, list, quote, table, emphasis, math or link can start), and each word GitHub
+  would make a link or a notification of (a URL, ``www.``, an e-mail address, ``@name``, ``#123``, ``GH-123``) is
+  a code span.
 - :func:`link`: prime-ci's own links (an http(s) URL of a plain shape, or no link).
 
 :func:`sanitize` is the publish step's second look at a whole document it did not write (summary.md as the pull
@@ -34,6 +34,11 @@ MAX_CHARS = 60_000  # a pull request body or comment holds 65,536 characters
 ZWSP = "\u200b"
 
 _PUNCT = re.compile(r"[!-/:-@\[-`{-~]")  # ASCII punctuation: what CommonMark lets a backslash escape
+# What can start markup inside a line: escapes, code, emphasis (``_`` only at a word's edge), strikethrough,
+# links, images and footnotes, HTML and autolinks, entities, table cells, GitHub's math.
+_MARKUP = re.compile(r"[\\`*~\[\]!<>&|$]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+# What starts a block at a line's start: a heading, a list item, a setext underline or thematic break.
+_LINE_START = re.compile(r"\A(?:\d{1,9}(?=[.)]))?[#+=.)-]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _TICKS = re.compile(r"`+")
 # A word GitHub turns into a link or a notification: URL, www., e-mail, @mention, issue reference.
@@ -68,10 +73,12 @@ def fenced(value: str, info: str = "text") -> list[str]:
 
 
 def text(value: object, *, cell: bool = False) -> str:
-    """``value`` as one line of ordinary text: ASCII punctuation escaped, words GitHub would link or notify
-    (URLs, ``www.``, e-mail addresses, ``@name``, ``#123``, ``GH-123``) as code spans (``cell``: in a table)."""
+    """``value`` as one line of ordinary text: every character that can start markup escaped (at the line's
+    start too: a heading, list or setext line), words GitHub would link or notify (URLs, ``www.``, e-mail
+    addresses, ``@name``, ``#123``, ``GH-123``) as code spans (``cell``: in a table)."""
     words = one_line(value).split(" ")
-    return " ".join(code_span(w, cell=cell) if _RISKY.search(w) else _PUNCT.sub(r"\\\g<0>", w) for w in words)
+    line = " ".join(code_span(w, cell=cell) if _RISKY.search(w) else _MARKUP.sub(r"\\\g<0>", w) for w in words)
+    return _LINE_START.sub(lambda m: m[0][:-1] + "\\" + m[0][-1], line, count=1)
 
 
 def text_cell(value: object) -> str:
@@ -88,8 +95,11 @@ def link(label: str, url: str) -> str:
 
 # --- the publish step's second look at a whole document ------------------------------------------------------
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-_HIDDEN = re.compile("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]")
+# Characters a reader must see rather than have obeyed (or not see at all): controls but \t and \n, bidi and
+# zero-width format characters, line separators. Shown as <U+XXXX>, never removed: removing one could make the
+# text after it the start of a line (a heading) or join two runs of backticks.
+_HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u202a-\u202e\u2028\u2029\u2060-\u2064"
+                     "\u2066-\u206f\ufeff]")
 _MARKER = re.compile(r"^<!-- /?prime-ci[\w .:/-]{0,100} -->(?:\n|\Z)", re.MULTILINE)  # bench.md's place
 _FOLD = re.compile(r"<details>|</details>|<details><summary>(?P<summary>[^<>]*)</summary>")
 _OPENING = re.compile(r"(`{3,})[^`]*|(~{3,}).*")
@@ -113,8 +123,8 @@ _ENTITY = {"<": "&lt;", "&": "&amp;", "[": "&#91;", "]": "&#93;", "`": "&#96;", 
 def sanitize(document: str, hosts: Iterable[str] = HOSTS, *, folds: bool = True, limit: int = MAX_CHARS) -> str:
     """A markdown document made safe to post: outside code, no HTML (but, with ``folds``, the bare
     ``<details>``/``<summary>`` lines prime-ci folds a block in), no link or image to a host outside ``hosts``
-    (and GitHub's subdomains), no bare URL to one, no ``@mention``, issue reference or closing keyword, no hidden
-    characters; at most about ``limit`` characters, cut at a line end and the cut said."""
+    (and GitHub's subdomains), no bare URL to one, no ``@mention``, issue reference or closing keyword, hidden
+    characters shown (``<U+202E>``); at most about ``limit`` characters, cut at a line end and the cut said."""
     allowed = {h.lower() for h in hosts}
     source = _prepare(document)
     cut = False
@@ -125,7 +135,7 @@ def sanitize(document: str, hosts: Iterable[str] = HOSTS, *, folds: bool = True,
 
 
 def plain_line(value: str, hosts: Iterable[str] = HOSTS) -> str:
-    """One line that is not markdown (a pull request title): hidden characters dropped, URLs to other hosts
+    """One line that is not markdown (a pull request title): hidden characters shown, URLs to other hosts
     removed, mentions, issue references and closing keywords neutralised."""
     allowed = {h.lower() for h in hosts}
     line = _CLOSER.sub(_break, " ".join(_prepare(value).split()))
@@ -137,8 +147,8 @@ def plain_line(value: str, hosts: Iterable[str] = HOSTS) -> str:
 
 
 def _prepare(document: str) -> str:
-    document = _ANSI.sub("", re.sub(r"\r\n?", "\n", document))
-    return _MARKER.sub("", _HIDDEN.sub("", re.sub(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", "", document)))
+    document = _MARKER.sub("", re.sub(r"\r\n?", "\n", document))
+    return _HIDDEN.sub(lambda m: f"<U+{ord(m[0]):04X}>", document)
 
 
 def _document(source: str, allowed: set[str], folds: bool) -> str:

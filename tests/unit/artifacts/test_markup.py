@@ -82,6 +82,14 @@ def test_sanitize_neutralises_what_is_not_code() -> None:
     assert not re.search(r"\b(closes|fixes|resolves)\s", "".join(page.prose), re.IGNORECASE)
 
 
+def test_sanitize_shows_hidden_characters_rather_than_removing_them() -> None:
+    """Removed, a zero-width space or a control character could leave ``#`` at a line's start, or join two
+    runs of backticks."""
+    body = markup.sanitize("\u200b# not a heading\n`a`\u200b`<img src=x>`\n\x1b[31mred\u202e")
+    shown = "".join(assert_inert(body, headings=[]).text)
+    assert "<U+200B># not a heading" in shown and "<U+001B>[31m" in shown and "<U+202E>" in shown
+
+
 def test_sanitize_reads_a_doubtful_construct_as_text() -> None:
     """Where its reading could differ from cmark-gfm's (a fence that interrupts a paragraph or sits in a list, a
     code span across lines or table cells, a fence inside an HTML block), the text is made inert."""
@@ -140,7 +148,7 @@ def test_a_long_document_is_cut_at_a_line_end_outside_code() -> None:
 def test_a_title_is_one_plain_line() -> None:
     title = markup.plain_line("Fix #12 for @octocat\nsee https://evil.example/x and https://github.com/o/r\u202e")
     assert title == ("F\u200bix #\u200b12 for @\u200boctocat see (link removed: evil.example) and "
-                     "https://github.com/o/r")
+                     "https://github.com/o/r<U+202E>")
 
 
 def _html(text: str) -> str:

@@ -119,7 +119,7 @@ def test_the_final_message_is_fenced_so_it_cannot_close_its_fence() -> None:
 
 def test_plain_text_escapes_markup_and_mentions() -> None:
     assert plain("paths: a_b.py <b>x</b> @octo-cat | `c` ![i](u)") == \
-        r"paths\: a\_b\.py \<b\>x\<\/b\> `@octo-cat` \| \`c\` \!\[i\]\(u\)"
+        r"paths: a_b.py \<b\>x\</b\> `@octo-cat` \| \`c\` \!\[i\](u)"
     assert plain("# heading") == r"\# heading"
 
 
