@@ -115,9 +115,9 @@ _TRAILING = re.compile(r"[.,:;!?)\]'\"*_~\\]+\Z")
 _CLOSER = re.compile(r"\b(?=(?:clos|fix|resolv)(?:e|es|ed)?:?\s+(?:[\w.-]+/[\w.-]+)?(?:#|GH-|https?://))(\w)",
                      re.IGNORECASE)
 _NOTIFY = re.compile(r"(?<=@)(?=[A-Za-z0-9])|(?<=#)(?=\d)|(?<=\bGH-)(?=\d)", re.IGNORECASE)
-_INLINE = re.compile(r"\\[!-/:-@\[-`{-~]|\\\Z|[<&\[\]`~]")  # outside HTML an escape pair stays one
-_IN_HTML = re.compile(r"\\\Z|[<&\[\]`~]")  # in an HTML block a backslash escapes nothing
-_ENTITY = {"<": "&lt;", "&": "&amp;", "[": "&#91;", "]": "&#93;", "`": "&#96;", "~": "&#126;", "\\": "&#92;"}
+_INLINE = re.compile(r"\\[!-/:-@\[-`{-~]|[<&\[\]`~]")  # outside HTML an escape pair stays one
+_IN_HTML = re.compile(r"[<&\[\]`~]")  # in an HTML block a backslash escapes nothing
+_ENTITY = {"<": "&lt;", "&": "&amp;", "[": "&#91;", "]": "&#93;", "`": "&#96;", "~": "&#126;"}
 
 
 def sanitize(document: str, hosts: Iterable[str] = HOSTS, *, folds: bool = True, limit: int = MAX_CHARS) -> str:

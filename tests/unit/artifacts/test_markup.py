@@ -107,6 +107,7 @@ def test_sanitize_reads_a_doubtful_construct_as_text() -> None:
         "```\nx\n ````\n<img src=x> @octocat",
         "<!--\n```\n-->\n<img src=x>",
         "`` a ` <img src=x> ``b`` c",
+        "`<img src=x>`` x",
         "\\`<img src=x>`",
         "x\\\n`<img src=x>`",
         "<details><summary><img src=x> @a</summary>\n<img src=y>\n\n</details>",
