@@ -6,18 +6,24 @@
     helper.py outputs CODE OUT_DIR [ARTIFACT]          step outputs (key=value lines) from OUT_DIR/result.json
     helper.py bench-outputs CODE OUT_DIR [ARTIFACT]    the same from a bench's OUT_DIR/bench.json
     helper.py setup-failure OUT_DIR                    markdown: the tail of the failed setup command's log
+
+Its markdown follows prime-ci's one escaping rule, src/prime_ci/artifacts/markup.py, loaded by its path from the
+action's checkout.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
 import shlex
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+MARKUP = Path(__file__).resolve().parents[1] / "src" / "prime_ci" / "artifacts" / "markup.py"
 MAX_UNTRUSTED_BYTES = 512 * 1024
 SETUP_TAIL_LINES = 40
 SETUP_TAIL_BYTES = 16 * 1024
@@ -40,6 +46,18 @@ EVENT_FIELDS = (
 
 class UsageError(Exception):
     pass
+
+
+def _load_markup() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("prime_ci_markup", MARKUP)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"prime-ci: cannot load {MARKUP}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+markup = _load_markup()
 
 
 def _dig(data: Any, path: tuple[str, ...]) -> Any:
@@ -198,12 +216,12 @@ def setup_failure(out_dir: str) -> str:
             raise FileNotFoundError(log)
         text = _tail(path)
     except OSError:
-        return f"### Setup `{name}` failed\n\nIts log is missing from the artifacts.\n"
+        return f"### Setup {markup.code_span(name)} failed\n\nIts log is missing from the artifacts.\n"
     shown = re.sub(r"[^A-Za-z0-9._/-]", "", log)
-    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    block = "\n".join(markup.fenced(text))
     return (
-        f"### Setup `{name}` failed: the end of `{shown}`\n\n"
-        f"The whole log is in the uploaded artifacts.\n\n{fence}text\n{text}\n{fence}\n"
+        f"### Setup {markup.code_span(name)} failed: the end of {markup.code_span(shown)}\n\n"
+        f"The whole log is in the uploaded artifacts.\n\n{block}\n"
     )
 
 

@@ -7,20 +7,26 @@
     helper.py secrets PATCH                       refuse a patch whose added lines look like credentials
     helper.py title RESULT_JSON [TITLE]           a one-line, sanitized PR title
     helper.py body RESULT_JSON                    the change PR's body (summary.md beside it), sanitized
-    helper.py sanitize FILE                       sanitize markdown written by the model (harness-pr.md)
+    helper.py sanitize FILE                       sanitize markdown from the run (harness-pr.md)
+    helper.py md-text TEXT                        TEXT as one line of inert markdown (the step summary)
 
 A refusal prints one line on stderr and exits 1; usage errors exit 2.
+
+Every piece of markdown it writes follows prime-ci's one escaping rule, src/prime_ci/artifacts/markup.py (a
+file with no dependencies, loaded by its path from this checkout: the publish job does not install prime-ci).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
 import re
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 # Never publishable, whatever allow-paths says: CI definitions, action metadata, code owners, submodules,
@@ -39,9 +45,20 @@ SECRET_PATTERNS = (
     ("provider API key", r"\bsk-(ant-)?[A-Za-z0-9_-]{32,}"),
     ("Google API key", r"\bAIza[0-9A-Za-z_-]{35}\b"),
 )
-MAX_BODY = 60_000
 FOOTER = "Opened by the prime-ci publish step. Review the diff as you would any contribution; prime-ci never merges."
-ZWSP = "\u200b"
+MARKUP = Path(__file__).resolve().parents[1] / "src" / "prime_ci" / "artifacts" / "markup.py"
+
+
+def _load_markup() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("prime_ci_markup", MARKUP)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"prime-ci publish: cannot load {MARKUP}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+markup = _load_markup()
 
 
 class Refused(Exception):
@@ -153,38 +170,21 @@ def allowed_hosts() -> set[str]:
 
 
 def sanitize(text: str, *, collapsible: bool = False) -> str:
-    """Make model-influenced markdown safe to post (RELIABILITY S9): no hidden text, images, HTML, links to
-    other hosts, @mentions, issue references or closing keywords; bounded size. ``collapsible``: bare
-    ``<details>``/``<summary>`` tags stay (summary.md folds the patch in one)."""
-    hosts = allowed_hosts()
-    text = re.sub(r"<!--.*?(-->|\Z)", "", text, flags=re.DOTALL)
-    text = re.sub(r"[\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]", "", text)
-    text = re.sub(r"\x1b\[[0-9;?]*[ -/]*[@-~]", "", text)
-    text = re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", "", text)
-    text = re.sub(r"!\[[^\]]*\]\([^)]*\)|!\[[^\]]*\]\[[^\]]*\]", "[image removed]", text)
-    kept = r"(?!</?(details|summary)>)" if collapsible else ""
-    text = re.sub(kept + r"</?[A-Za-z][A-Za-z0-9:-]*(\s[^<>]*)?/?>", "", text)
-
-    def url(match: re.Match[str]) -> str:
-        host = match.group(2).lower()
-        return match.group(0) if host in hosts or host.endswith(".github.com") else f"[link removed: {host}]"
-
-    text = re.sub(r"(https?|ftp)://([A-Za-z0-9.-]+)[^\s)\]>\"']*", url, text)
-    text = re.sub(r"(?<![\w`/])www\.([A-Za-z0-9-]+\.)+[A-Za-z]{2,}\S*", "[link removed]", text)
-    text = re.sub(r"\b(clos|fix|resolv)(e|es|ed)?(?=:?\s+([\w.-]+/[\w.-]+)?(#|GH-|https?://))",
-                  lambda m: m.group(0)[0] + ZWSP + m.group(0)[1:], text, flags=re.IGNORECASE)  # fmt: skip
-    text = re.sub(r"@(?=[A-Za-z0-9])", "@" + ZWSP, text)
-    text = re.sub(r"#(?=\d)", "#" + ZWSP, text)
-    text = re.sub(r"\b(GH-)(?=\d)", r"\1" + ZWSP, text, flags=re.IGNORECASE)
-    if len(text) > MAX_BODY:
-        text = text[:MAX_BODY] + "\n\n[truncated]\n"
-    return text
+    """Markdown from the run made safe to post (RELIABILITY S9), by prime-ci's one rule (``markup.sanitize``):
+    code spans and fenced blocks kept as they are; elsewhere no HTML, images or links to other hosts, no bare
+    URLs to them, no @mentions, issue references or closing keywords, no hidden text; bounded size.
+    ``collapsible``: the bare ``<details>``/``<summary>`` lines prime-ci folds a block in stay."""
+    return str(markup.sanitize(text, allowed_hosts(), folds=collapsible))
 
 
 def code(text: object) -> str:
     """An inline code span that the text cannot break out of."""
-    clean = " ".join(str(text).replace("`", "'").split())
-    return f"`{clean}`"
+    return str(markup.code_span(text))
+
+
+def cell(text: object) -> str:
+    """:func:`code` in a table cell: a ``|`` cannot end the cell."""
+    return str(markup.code_cell(text))
 
 
 def field(data: Any, key: str) -> str:
@@ -225,7 +225,7 @@ def usd(value: float) -> str:
 
 def title(result: dict[str, Any], given: str) -> str:
     text = given.strip() or "prime-ci: " + (str(result.get("task", "")).strip().splitlines() or ["change"])[0]
-    text = " ".join(sanitize(text).split())
+    text = str(markup.plain_line(text, allowed_hosts()))
     return text[:120] + ("…" if len(text) > 120 else "")
 
 
@@ -243,7 +243,7 @@ def body(result: dict[str, Any], summary: str | None = None) -> str:
         f"prime-ci run {code(result.get('run_id', ''))} finished with {code(result.get('stop_reason', ''))} "
         f"(exit {result.get('exit_code')}) on base {code(str(result.get('base_commit', ''))[:12])}.",
         "",
-        f"**Task:** {task[:1000]}{'…' if len(task) > 1000 else ''}",
+        f"**Task:** {markup.text(task[:1000])}{'…' if len(task) > 1000 else ''}",
         "",
         f"**Model:** {code(result.get('model', ''))} · **turns:** {usage.get('turns')} · "
         f"**tokens:** {usage.get('total_tokens')} · **cost:** {'unknown' if cost is None else usd(cost)}",
@@ -254,7 +254,7 @@ def body(result: dict[str, Any], summary: str | None = None) -> str:
         lines += ["| gate | result | attempts |", "|---|---|---|"]
         for g in gates:
             state = "pass" if g.get("passed") else "fail"
-            lines.append(f"| {code(g.get('name', ''))} | {state}{' (flaky)' if g.get('flaky') else ''} | "
+            lines.append(f"| {cell(g.get('name', ''))} | {state}{' (flaky)' if g.get('flaky') else ''} | "
                          f"{g.get('attempts')} |")  # fmt: skip
         lines.append("")
     files = result.get("changed_files") or []
@@ -263,7 +263,7 @@ def body(result: dict[str, Any], summary: str | None = None) -> str:
         lines.append(f"- … and {len(files) - 100} more")
     flags = result.get("flags") or []
     if flags:
-        lines += ["", "**Flags:**", ""] + [f"- {' '.join(str(f).split())}" for f in flags[:20]]
+        lines += ["", "**Flags:**", ""] + [f"- {code(f)}" for f in flags[:20]]
     lines += ["", FOOTER]
     return sanitize("\n".join(lines)) + "\n"
 
@@ -294,6 +294,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("result")
     p = sub.add_parser("sanitize")
     p.add_argument("file")
+    p = sub.add_parser("md-text")
+    p.add_argument("text")
     args = parser.parse_args(argv)
     try:
         if args.cmd == "field":
@@ -318,7 +320,9 @@ def main(argv: list[str]) -> int:
             text = summary.read_text(encoding="utf-8", errors="replace") if summary.is_file() else None
             sys.stdout.write(body(load_json(args.result), text))
         elif args.cmd == "sanitize":
-            sys.stdout.write(sanitize(Path(args.file).read_text(encoding="utf-8", errors="replace")))
+            sys.stdout.write(sanitize(Path(args.file).read_text(encoding="utf-8", errors="replace"), collapsible=True))
+        elif args.cmd == "md-text":
+            print(markup.text(args.text))
     except Refused as exc:
         print(exc, file=sys.stderr)
         return 1

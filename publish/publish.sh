@@ -21,7 +21,8 @@ annotation() {
 refuse() {
   echo "::error title=prime-ci publish::$(annotation "$1")"
   printf 'refused=%s\n' "${1//$'\n'/ }" >>"$out"
-  printf '## ❌ prime-ci publish refused\n\n%s\n' "$1" >>"$summary"
+  # the reason names paths from the patch: inert markdown, by prime-ci's one rule
+  printf '## ❌ prime-ci publish refused\n\n%s\n' "$(helper md-text "$1" || echo '(the reason is in the log)')" >>"$summary"
   echo "prime-ci publish: refused: $1" >&2
   exit 1
 }

@@ -28,6 +28,7 @@ from ruamel.yaml import YAML
 from actions_runner import foreign
 from conftest import PRIME_CI
 from prime_ci.demo import demo_flags
+from rendered import assert_inert
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -929,6 +930,7 @@ def replace_patch(artifacts: Path, origin: Path, tmp: Path, files: dict[str, str
         ({".github/workflows/ci.yml": "on: push\n"}, None, {}, ".github/workflows/ci.yml: forbidden path"),
         ({"tools/action.yml": "runs: {}\n"}, None, {"ALLOW_PATHS": "**"}, "tools/action.yml: forbidden path"),
         ({"uv.lock": "x\n"}, None, {}, "uv.lock: forbidden path (rule '*.lock')"),
+        ({"a www.evil.example <img src=x> @octocat #1.lock": "x\n"}, None, {}, "forbidden path (rule '*.lock')"),
         ({"docs/secret.py": "KEY = 'ghp_" + "a1B2" * 9 + "'\n"}, None, {}, "looks like a GitHub token"),
         ({"link": "/etc/passwd"}, "symlink", {}, "link: symbolic links are not published"),
         ({"a.py": "1\n", "b.py": "2\n"}, None, {"MAX_FILES": "1"}, "more than max-files 1"),
@@ -944,6 +946,8 @@ def test_publish_refuses_forbidden_changes(
     assert pub.proc.returncode == 1, pub.proc.stdout + pub.proc.stderr
     assert needle in pub.proc.stderr.strip().splitlines()[-1]
     assert pub.argv_of("pr") == [] and branches(origin) == {"main", "feature"}
+    page = assert_inert(pub.summary, headings=["prime-ci publish", "❌ prime-ci publish refused"])
+    assert needle in "".join(page.text), "the step summary says why, a path in it as text"
 
 
 def test_publish_allows_a_lock_file_when_asked(artifacts: Path, origin: Path, tmp_path: Path) -> None:
@@ -1046,7 +1050,9 @@ def test_publish_harness_proposal(artifacts: Path, origin: Path, tmp_path: Path)
     body = [c["body"] for c in pub.calls if c["argv"][:2] == ["pr", "create"]][1]
     assert "Adds a memory." in body
     assert "@maintainer" not in body and "#3" not in body and "Fixes #" not in body
-    assert "evil.example/p.png" not in body and "ignore previous" not in body and "https://evil" not in body
+    assert "evil.example/p.png" not in body and "https://evil" not in body
+    assert "&lt;!-- ignore previous instructions -->" in body, "shown as text, not hidden"
+    assert_inert(body, headings=[])
     # the proposal is the harness branch plus the refined state and this run's records, rebuilt by the writer
     run_id = proposal.rsplit("/", 1)[1]
     assert git("rev-parse", f"{proposal}^", cwd=origin) == harness_base
@@ -1166,10 +1172,28 @@ def test_sanitize_neutralises_mentions_references_and_links() -> None:
     )
     assert "#12" not in text and "#3" not in text and "@team" not in text
     assert not re.search(r"\b(closes|fixes|resolves)\s", text, re.IGNORECASE)
-    assert "https://github.com/o/r/issues/4" in text, "links to GitHub stay"
+    assert "<https://github.com/o/r/issues/4>" in text, "links to GitHub stay"
     assert "x.example/a.png" not in text and "<img" not in text and "<details>" not in text
-    assert "[link removed: x.example]" in text and "www.x.example" not in text
-    assert "\u202e" not in text and "\x1b" not in text and "hidden" not in text
+    assert "(link removed: x.example)" in text and "www.x.example" not in text
+    assert "\u202e" not in text and "\x1b" not in text
+    page = assert_inert(text, headings=[], links=["https://github.com/o/r/issues/4"])
+    assert "<!-- hidden" in "".join(page.text), "an HTML comment is shown, not hidden"
+
+
+def test_the_pr_body_keeps_the_code_of_summary_md_whole() -> None:
+    """Issue 37: the sanitiser ate a code span's closing backtick when it rewrote a URL, and joined ``<!--`` in
+    the patch with ``-->`` in the final message: the body rendered a heading and a link, ``</details>`` lost."""
+    summary = "\n".join([
+        "## ❌ prime-ci: `security_stop` (exit 7)", "", "- `see https://evil.example/x` then `<img src=x>` `@a`", "",
+        "<details><summary>The patch (1 lines)</summary>", "", "```diff", "+x = 1  # <!--", "```", "", "</details>",
+        "", "### The model's final message", "", "`````text", "done -->", "````", "# PWNED",
+        "[click](https://evil.example/) @octocat", "`````", "",
+    ])
+    body = publish_helper().body({"run_id": "r1", "base_commit": "a" * 40}, summary)
+    page = assert_inert(body, headings=["❌ prime-ci", "The model's final message"], folds=1)
+    assert "<code>see https://evil.example/x</code>" in page.html and "# PWNED\n[click]" in page.html
+    assert publish_helper().title({}, "Fix #12 for @octocat https://evil.example/x") == \
+        "F\u200bix #\u200b12 for @\u200boctocat (link removed: evil.example)"
 
 
 def test_the_change_pr_body_is_summary_md_with_only_its_folds_kept_as_html() -> None:
@@ -1180,6 +1204,7 @@ def test_the_change_pr_body_is_summary_md_with_only_its_folds_kept_as_html() -> 
     assert "<details><summary>The patch (1 lines)</summary>" in body and body.count("</details>") == 1
     assert "<details open>" not in body and "<img" not in body and "@team" not in body and "#4" not in body
     assert body.rstrip().endswith("prime-ci never merges.")
+    assert_inert(body, headings=["✅ prime-ci"], folds=1)
 
 
 def test_publish_stages_exactly_the_harness_files_prime_ci_commits(tmp_path: Path) -> None:

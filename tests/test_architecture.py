@@ -131,6 +131,16 @@ def test_code_that_runs_inside_the_kernel_or_the_project_interpreter_is_self_con
             assert not outside, f"{name} imports {outside}"
 
 
+def test_the_markdown_rule_loads_by_its_path_alone() -> None:
+    """publish/helper.py and action/helper.py run without prime-ci installed and load ``artifacts/markup.py`` (the
+    one escaping rule for the markdown prime-ci writes) by its path: it imports the standard library only."""
+    path = modules()["prime_ci.artifacts.markup"]
+    outside = {m for m in imports(path, function_level=True) if m.split(".")[0] not in sys.stdlib_module_names}
+    assert not outside, f"artifacts/markup.py imports {outside}"
+    for helper in ("publish/helper.py", "action/helper.py"):
+        assert '"src" / "prime_ci" / "artifacts" / "markup.py"' in (SRC.parent / helper).read_text(), helper
+
+
 def test_no_import_cycles() -> None:
     graph = {name: prime_imports(name, path, function_level=False) for name, path in modules().items()}
     cycles: list[list[str]] = []

@@ -144,8 +144,8 @@ def test_proposals_build_on_the_harness_branch_and_push(repo: Path, tmp_path: Pa
     body = pr.read_text()
     assert body.startswith("# Harness refinement proposal\n\n**Summary:** 1 change set(s), 1 operation(s): "
                            "create memory `y`.")
-    assert "## Rationale\n\nKeep the fact about y." in body
-    assert f"| 1 | {cs.id} | create | memory:`y` | see 0a1b2c3d |" in body
+    assert "## Rationale\n\n```text\nKeep the fact about y.\n```" in body, "the model's words, as it wrote them"
+    assert f"| 1 | `{cs.id}` | create | memory:`y` | see 0a1b2c3d |" in body
     assert "> see 0a1b2c3d" in body
     assert "```diff\n--- /dev/null\n+++ b/memory:y\n" in body and "+A new fact." in body
 

@@ -103,7 +103,7 @@ def _gates_table(result: dict[str, Any]) -> list[str]:
             state += " (flaky)"
         if g.get("attempts", 1) > 1:
             state += f" · {g['attempts']} attempts in its last round"
-        lines.append(f"| `{g['name']}` | {code_cell(g.get('command', ''))} | {state} | {_exit(g)} | "
+        lines.append(f"| {code_cell(g['name'])} | {code_cell(g.get('command', ''))} | {state} | {_exit(g)} | "
                      f"{format_duration(g['duration_s'])} | {_rounds_run(g['name'], result.get('rounds') or [])} |")
     return [*lines, ""]
 

@@ -1,9 +1,10 @@
 """The sections of summary.md a reviewer reads the run from: the rounds red to green, the change, what the model
 said, the sub-agents, the links (``report.summary_markdown`` puts them in DESIGN §13's order).
 
-Text from the repository or the model never reaches the page as markup: inline it is a code span (no HTML, no
-links, no emphasis, no ``@mention``), in a table a code span whose pipes are escaped, and on several lines a
-fenced block whose fence is longer than any run of backticks inside it.
+Text from the repository or the model never reaches the page as markup: it goes through ``artifacts.markup``
+(inline a code span, in a table a code span whose pipes are escaped, on several lines a fenced block, as prose
+escaped text with links and mentions in code), after its terminal sequences are dropped and its hidden
+characters shown.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from prime_ci.artifacts import markup
 from prime_ci.durations import format_duration
 from prime_ci.isolation.untrusted import clean_terminal_text, visible
 from prime_ci.money import usd
@@ -24,8 +26,6 @@ TESTS_PER_ROUND = 10
 DIFFSTAT_FILES = 50
 _SERVER = re.compile(r"https?://[A-Za-z0-9.-]+(:\d+)?")
 _REPOSITORY = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
-_MENTION = re.compile(r"(@[\w.-]+)")
-_MARKUP = re.compile(r"[\\`*\[\]<>|!~&]|^#")  # no tag, link, image, span or heading; ``_`` at most emphasises
 
 
 @dataclass
@@ -51,18 +51,13 @@ def _one_line(text: str, limit: int) -> str:
 def code_span(text: str, limit: int = 120) -> str:
     """Untrusted text as one inline code span: one line, clipped, its backticks unable to end it; escape sequences
     dropped, hidden characters shown (``<U+202E>``)."""
-    text = _one_line(text, limit)
-    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+    return markup.code_span(_one_line(text, limit))
 
 
 def plain(text: str, limit: int = 600) -> str:
-    """Untrusted text as one line of ordinary text: markdown and HTML characters escaped, ``@name`` in a code span
-    (it notifies nobody), hidden characters shown."""
-    text = _one_line(text, limit)
-    parts = _MENTION.split(text)  # odd items are the mentions
-    return "".join(code_span(part) if i % 2 else _MARKUP.sub(r"\\\g<0>", part) for i, part in enumerate(parts))
+    """Untrusted text as one line of ordinary text: markdown and HTML characters escaped, URLs, ``@name`` and
+    ``#123`` in code spans (nothing links, nobody is notified), hidden characters shown."""
+    return markup.text(_one_line(text, limit))
 
 
 def code_cell(text: str, limit: int = 120) -> str:
@@ -72,10 +67,7 @@ def code_cell(text: str, limit: int = 120) -> str:
 
 def fenced(text: str, info: str = "text") -> list[str]:
     """Text of any shape as a fenced code block it cannot close (clip it first: :func:`clipped`)."""
-    text = clean_terminal_text(text.replace("\r\n", "\n")).rstrip("\n")
-    longest = max((len(run) for run in re.findall("`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return [f"{fence}{info}", text, fence]
+    return markup.fenced(clean_terminal_text(text.replace("\r\n", "\n")), info)
 
 
 def clipped(text: str, limit: int) -> tuple[str, bool]:
@@ -212,4 +204,4 @@ def github_links(env: Mapping[str, str]) -> list[tuple[str, str]]:
 def links_section(links: list[tuple[str, str]]) -> list[str]:
     if not links:
         return []
-    return ["### Links", "", *[f"- [{label}]({url})" for label, url in links], ""]
+    return ["### Links", "", *[f"- {markup.link(label, url)}" for label, url in links], ""]

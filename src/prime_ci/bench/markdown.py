@@ -1,12 +1,14 @@
 """bench.md: the report a reviewer reads (and a workflow posts as a pull-request comment), rendered from the
 bench.json model. GitHub-flavoured markdown. Task ids, harness labels and suite names come from suite files
-and the command line: they only ever appear inside code spans, with table-breaking characters escaped."""
+and the command line, details from the runs: they go through ``artifacts.markup`` (code spans, or escaped text
+in a table cell), never markup."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from urllib.parse import quote
 
+from prime_ci.artifacts import markup
 from prime_ci.bench.model import BenchReport, Comparison, Interval, Summary, TaskResult, ThresholdCheck
 from prime_ci.bench.stats import run_key
 from prime_ci.durations import format_duration
@@ -21,16 +23,13 @@ _COMPLETED = "completed"
 
 
 def _cell(text: str) -> str:
-    """Text safe inside one table cell: no line breaks, no unescaped ``|``."""
-    return " ".join(text.split()).replace("|", "\\|")
+    """Text as ordinary text in one table cell (``markup.text_cell``)."""
+    return markup.text_cell(text)
 
 
 def _code(text: str) -> str:
     """``text`` as an inline code span (no markdown, links or @mentions inside), safe in a table cell."""
-    text = _cell(text)
-    fence = "``" if "`" in text else "`"
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+    return markup.code_cell(text)
 
 
 def _pct(value: float) -> str:

@@ -8,15 +8,16 @@ repository's worktree, index and HEAD are never touched. All calls use the harde
 from __future__ import annotations
 
 import os
-import re
 import stat
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
+from prime_ci.artifacts import markup
 from prime_ci.harness.store import ChangeSet, HarnessError
 from prime_ci.isolation import durable
 from prime_ci.isolation.paths import relative_name
+from prime_ci.isolation.untrusted import visible
 from prime_ci.isolation.worktree import git
 
 ZERO = "0" * 40
@@ -173,39 +174,36 @@ def push(repo_git_dir: Path, branch: str, remote: str = "origin") -> None:
     git(["push", "--quiet", remote, f"refs/heads/{branch}:refs/heads/{branch}"], git_dir=git_dir_of(repo_git_dir))
 
 
-def _cell(text: str, limit: int = 160) -> str:
-    flat = " ".join(text.split()).replace("|", "\\|")
+def _clip(text: str, limit: int = 160) -> str:
+    flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _fence(text: str) -> str:
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)
-
-
 def write_pr_body(path: Path, changesets: Sequence[ChangeSet], rationale: str) -> None:
-    """``harness-pr.md``: summary, rationale, a table of the operations, and per-op evidence and diff."""
+    """``harness-pr.md``: summary, rationale, a table of the operations, and per-op evidence and diff. What the
+    refining model wrote (rationale, names, evidence, entries) goes through ``artifacts.markup``: never markup."""
     ops = [(cs, op) for cs in changesets for op in cs.ops]
-    listed = ", ".join(f"{op.op} {op.kind} `{op.name}`" for _, op in ops) or "no operations"
+    listed = ", ".join(f"{markup.text(op.op)} {markup.text(op.kind)} {markup.code_span(op.name)}"
+                       for _, op in ops) or "no operations"
     runs = sorted({cs.source_run for cs in changesets if cs.source_run})
     lines = ["# Harness refinement proposal", "",
              f"**Summary:** {len(changesets)} change set(s), {len(ops)} operation(s): {listed}."]
     if runs:
-        lines.append(f"Source run(s): {', '.join(runs)}.")
-    lines += ["", "## Rationale", "", rationale.strip() or "(none given)", "", "## Operations", "",
+        lines.append(f"Source run(s): {', '.join(markup.code_span(run) for run in runs)}.")
+    lines += ["", "## Rationale", "", *markup.fenced(rationale.strip() or "(none given)"), "", "## Operations", "",
               "| # | change set | op | entry | evidence |", "|---|---|---|---|---|"]
-    lines += [f"| {n} | {cs.id} | {op.op} | {op.kind}:`{op.name}` | {_cell(op.evidence)} |"
+    lines += [f"| {n} | {markup.code_cell(cs.id)} | {markup.text_cell(op.op)} | {markup.text_cell(op.kind)}:"
+              f"{markup.code_cell(op.name)} | {markup.text_cell(_clip(op.evidence))} |"
               for n, (cs, op) in enumerate(ops, start=1)]
     lines += ["", "## Evidence and diffs", ""]
     for n, (cs, op) in enumerate(ops, start=1):
-        diff = op.diff()
-        fence = _fence(diff)
-        lines += [f"### {n}. {op.op} {op.kind} `{op.name}` ({cs.id})", ""]
-        lines += [f"> {line}" if line else ">" for line in (op.evidence.strip() or "(no evidence)").splitlines()]
-        lines += ["", "<details><summary>diff</summary>", "", f"{fence}diff", diff.rstrip("\n"), fence, "",
-                  "</details>", ""]
+        lines += [f"### {n}. {markup.text(op.op)} {markup.text(op.kind)} {markup.code_span(op.name)} "
+                  f"({markup.code_span(cs.id)})", ""]
+        lines += [f"> {markup.text(line)}" if line.strip() else ">"
+                  for line in (op.evidence.strip() or "(no evidence)").splitlines()]
+        lines += ["", "<details><summary>diff</summary>", "", *markup.fenced(op.diff(), "diff"), "", "</details>", ""]
     lines += ["## Review", "",
               "Merging this branch makes these entries part of the harness that later runs load. Entries "
               "marked `trust: untrusted` stay out of prompts until `prime-ci harness trust KIND NAME`. "
               "Undo a change set with `prime-ci harness rollback ID`.", ""]
-    durable.write(path, "\n".join(lines))
+    durable.write(path, visible("\n".join(lines)))

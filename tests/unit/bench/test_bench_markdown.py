@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from prime_ci.bench.markdown import render
 from prime_ci.bench.model import BenchReport, HiddenCheck, SuiteInfo, TaskResult
 from prime_ci.bench.stats import compare, summarize, thresholds, wilson
+from rendered import assert_inert
 
 BASE = [True, True, False, True, False, True, True, False]  # 5/8
 CAND = [True, True, True, True, False, True, False, True]  # 6/8: t2 and t7 newly solved, t6 newly failed
@@ -141,3 +143,17 @@ def test_wilson_line_uses_the_reports_interval() -> None:
     summary = data.harnesses[0].model_copy(update={"interval": wilson(5, 8, level=0.9)})
     md = render(data.model_copy(update={"harnesses": [summary]}))
     assert "5/8 = 62.5 % (90 % CI 34.8–83.9 %, Wilson)" in md
+
+
+def test_bench_md_renders_nothing_from_suites_or_runs_as_markup() -> None:
+    """Rendered with cmark-gfm as GitHub renders it (issue 37): the only links are the runs' own summaries."""
+    evil = "x www.evil.example <img src=x> @octocat #12 [a](https://evil.example/) ``b`` | c\n# heading"
+    results = [result(f"t{i}{evil}", label, i % 2 == 0, stop_reason="model_error" if i % 2 else "completed",
+                      detail=evil, run_dir=f"runs/{label}/t{i}")
+               for label in ("base", evil) for i in range(4)]
+    data = report(results, ["base", evil], min_solve_rate=0.9)
+    data = data.model_copy(update={"suite": data.suite.model_copy(update={"name": evil}), "model": evil})
+    summaries = [f"runs/{label}/t{i}/summary.md" for label in ("base", evil) for i in range(4)]
+    page = assert_inert(render(data), headings=["❌ prime-ci bench", "Harness", "A/B", "Thresholds"], folds=1,
+                        links=[quote(link) for link in summaries])
+    assert page.links, "the summaries are linked"

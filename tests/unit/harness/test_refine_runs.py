@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from conftest import cli_inproc
+from prime_ci.artifacts import markup
 from prime_ci.harness.prompt import prompt_section
 from prime_ci.harness.refine import REFINE_TOOL, RefineOutcome, build_request, condense, refine, rejections
 from prime_ci.harness.store import HarnessStore
@@ -94,8 +95,8 @@ def test_refine_cli_applies_a_plan_and_rollback_removes_it(tmp_path: Path, serve
 
     body = pr.read_text()
     assert "The run lost two turns to the import path." in body
-    assert f"| 1 | {cs.id} | create | memory:`pythonpath` |" in body
-    assert f"> {evidence}" in body and "+Run the tests with" in body
+    assert f"| 1 | `{cs.id}` | create | memory:`pythonpath` |" in body
+    assert f"> {markup.text(evidence)}" in body and "+Run the tests with" in body
 
     log = cli_inproc(["harness", "log", "--harness", str(harness)], cwd=tmp_path)
     assert log.stdout.startswith(cs.id)
