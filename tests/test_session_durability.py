@@ -262,14 +262,33 @@ def _corrupt_cases(lines: list[bytes], rng: random.Random) -> list[tuple[str, by
     line = rng.randrange(3, len(lines) - 4)
     inserted = data[: starts[line]] + b"\0" * 400 + data[starts[line] :]
     cases.append(("nul-insert", inserted, starts[line], starts[line], starts[line + 1] + 400))
-    flipped = bytearray(data)
-    flipped[starts[line] + lines[line].index(b"record") + 1] ^= 0x01
-    cases.append(("crc", bytes(flipped), starts[line], starts[line], starts[line + 1]))
     broken = data[: starts[line]] + lines[line][1:] + data[starts[line + 1] :]
     cases.append(("json", broken, starts[line], starts[line], starts[line + 1] - 1))
     dup = data[: starts[line + 1]] + lines[line] + data[starts[line + 1] :]
     cases.append(("duplicate", dup, starts[line + 1], starts[line + 1], starts[line + 1] + len(lines[line])))
     return cases
+
+
+def test_d5_a_well_formed_line_whose_crc_no_longer_matches_is_read_as_rewritten(tmp_path: Path) -> None:
+    """Another writer (Prime Agent's fork) rewrote a line and kept its crc32: read and marked, never hidden; a
+    flipped bit that leaves the line well-formed reads the same way (only unparseable lines are damage)."""
+    src = tmp_path / "src.jsonl"
+    lines = _make_log(src, records=30)
+    data = src.read_bytes()
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    flipped = bytearray(data)
+    flipped[starts[10] + lines[10].index(b"record") + 1] ^= 0x01
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(bytes(flipped))
+    session = read_session(path, strict=True)
+    assert not session.bad_lines and session.rewritten == [11]
+    assert len(session.entries) == len(read_session(src).entries)
+    log = SessionLog.open_for_append(path)
+    log.custom("prime_ci.resumed", {})
+    log.close()
+    assert read_session(path, strict=True).rewritten == [11]
 
 
 def test_d5_middle_damage_is_refused_then_salvaged(tmp_path: Path) -> None:

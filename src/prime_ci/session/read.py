@@ -48,8 +48,13 @@ class _Bad(Exception):
     pass
 
 
+REWRITTEN = "__prime_ci_rewritten"  # set on an entry read from a line whose crc32 no longer matches (popped again)
+
+
 def _parse(raw: bytes) -> dict[str, Any]:
-    """One record, its checksum verified when it carries one, or ``_Bad`` with the reason."""
+    """One record, its checksum verified when it carries one, or ``_Bad`` with the reason. A well-formed entry
+    whose checksum does not match was rewritten by another writer (Prime Agent's fork rewrites usage into the
+    message line and keeps the old crc32): it is read, marked ``REWRITTEN`` for the caller to say so."""
     if b"\0" in raw:
         raise _Bad(f"{raw.count(0)} NUL bytes")
     try:
@@ -65,7 +70,7 @@ def _parse(raw: bytes) -> dict[str, Any]:
         except (ValueError, RecursionError):
             valid = False
         if not valid:
-            raise _Bad("crc32 mismatch")
+            obj[REWRITTEN] = True
     seq = obj.get("seq")
     if seq is not None and (type(seq) is not int or seq < 0):
         raise _Bad(f"invalid seq {str(seq)[:20]}")
@@ -108,6 +113,7 @@ class LogScan:
     nul_runs: list[tuple[int, int]] = field(default_factory=list)
     foreign: list[tuple[int, int, dict[str, Any]]] = field(default_factory=list)  # another writer's suffix
     checksummed: bool = False  # the header carries crc32: prime-ci wrote this log
+    rewritten: list[int] = field(default_factory=list)  # offsets of well-formed lines whose crc32 no longer matches
 
     def open_gaps(self) -> list[tuple[int, int, int]]:
         return [g for g in self.gaps if (g[1], g[2]) not in self.accepted]
@@ -152,6 +158,8 @@ def scan_log(data: bytes) -> LogScan:
         start, offset = offset, offset + len(raw) + 1
         try:
             entry = _parse(raw)
+            if entry.pop(REWRITTEN, False):
+                scan.rewritten.append(start)
             if scan.checksummed and "crc32" not in entry:
                 pending.append((start, offset, entry))
                 continue
@@ -180,6 +188,8 @@ def scan_log(data: bytes) -> LogScan:
     if scan.tail:
         with contextlib.suppress(_Bad):
             entry = _parse(scan.tail)
+            if entry.pop(REWRITTEN, False):
+                scan.rewritten.append(offset)
             seq = entry.get("seq")
             if scan.checksummed and "crc32" not in entry:
                 pending.append((offset, offset + len(scan.tail), entry))
@@ -238,6 +248,7 @@ class SessionFile:
     checksummed: bool = False  # prime-ci wrote the log (its header carries crc32)
     path: Path | None = None
     lines: list[int] = field(default_factory=list)  # the line number (1-based) of each entry, as ``entries``
+    rewritten: list[int] = field(default_factory=list)  # line numbers another writer rewrote (crc32 no longer matches)
 
     @property
     def foreign_start(self) -> int:
@@ -313,7 +324,8 @@ def read_session(path: Path, *, strict: bool = False, data: bytes | None = None)
                        bad_lines=[(start, reason) for start, _, reason in scan.bad], seq_gaps=scan.open_gaps(),
                        nul_runs=scan.nul_runs, unterminated=scan.tail_entry is not None, foreign_suffix=foreign,
                        foreign_offset=scan.foreign[0][0] if scan.foreign else None, checksummed=scan.checksummed,
-                       path=path, lines=_line_numbers(data, offsets))  # fmt: skip
+                       path=path, lines=_line_numbers(data, offsets),
+                       rewritten=_line_numbers(data, scan.rewritten))  # fmt: skip
 
 
 def _line_numbers(data: bytes, offsets: list[int]) -> list[int]:

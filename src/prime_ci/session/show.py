@@ -85,6 +85,10 @@ def render(path: Path, console: Console | None = None, *, children: bool = True)
     if tree.relinked:
         console.print(Text(f"{_plural(len(tree.relinked), 'entry')} with a parentId not in the file: each shown "
                            "after the entry before it", style="dim"))
+    if session.rewritten:
+        console.print(Text(f"{_plural(len(session.rewritten), 'line')} rewritten by another writer (crc32 no longer "
+                           f"matches; read as written): line {', '.join(map(str, session.rewritten[:10]))}",
+                           style="yellow"))
     for offset, reason in session.bad_lines:
         console.print(Text(f"unreadable line at byte {offset}: {_safe(reason)}", style="red"))
     if session.torn_tail:
