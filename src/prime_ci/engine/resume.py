@@ -215,6 +215,9 @@ def plan(out: Path, *, salvage: bool) -> ResumePlan:
     stop = session.last_custom("prime_ci.stop")
     info = session.last_custom("prime_ci.run")
     if info is None or "config" not in info:
+        if not session.checksummed:  # no prime-ci header: another program's session (Prime Agent's)
+            raise ConfigError(f"resume: {path} is not a prime-ci run's session (no prime_ci.run record); to go on "
+                              f"with its conversation, start a run from it: prime-ci run REPO --from-session {path}")
         raise ConfigError(f"resume: {path} has no prime_ci.run record: the run never started")
     cfg, gates = _checked_record(info, path)
     provider_stop = stop is not None and stop.get("stop_reason") in PROVIDER_STOPS

@@ -40,3 +40,14 @@ def test_a_finished_run_is_still_only_reported(tmp_path: Path, server: ScriptedS
     again = cli_inproc(["resume", str(first.out)], cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test-canary"})
     assert again.returncode == 0 and "had already finished" in again.stderr
     assert len(server.chat_requests) == 2
+
+
+def test_resume_of_a_prime_agent_session_points_to_from_session(tmp_path: Path) -> None:
+    out = tmp_path / "pa-run"
+    out.mkdir()
+    fixture = Path(__file__).resolve().parents[2] / "fixtures" / "prime_agent" / "branched.jsonl"
+    (out / "session.jsonl").write_bytes(fixture.read_bytes())
+    refused = cli_inproc(["resume", str(out)], cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test-canary"})
+    assert refused.returncode == 2
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "--from-session" in lines[0] and "not a prime-ci run's session" in lines[0], lines
