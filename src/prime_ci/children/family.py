@@ -68,6 +68,7 @@ class Family:
     subagent: Callable[[str], tuple[str, str | None] | None] | None = None
     session_cwd: str = ""  # the cwd of every session header of the run
     agent: Agent | None = None  # the root's loop, once it exists: the root's attributions go through it
+    window: int | None = None  # the model's context window, once known: children compact by it like the root
     members: dict[str, Member] = field(default_factory=dict)
     monitors: list[asyncio.Task[None]] = field(default_factory=list)
     models: dict[str, Model] = field(default_factory=dict)
@@ -149,7 +150,7 @@ class Family:
                 "git_dir": str(git_dir) if git_dir else None,
                 "scratch": str(self.worktree.root / "child-runs" / child_id),
                 "sandbox": self.sandbox.to_json() if self.sandbox else None, "role": role[0] if role else None,
-                "limits": self.limits.to_json()}
+                "limits": self.limits.to_json(), "window": self.window}
         durable.write(session_dir / "spec.json", json.dumps(spec))
         pipe = hand_over(member.token)  # never in the environment: /proc/PID/environ keeps what exec got
         try:

@@ -24,6 +24,7 @@ from prime_ci.kernel.client import Kernel
 from prime_ci.kernel.launch import KernelConfig, Launched
 from prime_ci.loop.agent import Agent, Stop, log_model
 from prime_ci.loop.budget import BudgetExhausted, Snapshot
+from prime_ci.loop.compact import Compactor
 from prime_ci.loop.system_prompt import base_prompt, child_section
 from prime_ci.model.protocol import Model, ModelReply
 from prime_ci.model.usage import Usage
@@ -120,6 +121,19 @@ class Host:
         items, self.queued = self.queued, []
         return items
 
+    async def _compact_run(self, req: dict[str, Any]) -> Any:
+        """The child kernel's ``compact.run()``: compact before its next model call, as the root's does."""
+        if self.agent is None or self.agent.compactor is None:
+            return {"scheduled": False, "note": "this sub-agent's context window is not known: nothing to compact by"}
+        self.agent.compact_requested, self.agent.compact_focus = True, req.get("focus")
+        return {"scheduled": True, "note": "the context is compacted before the next model call"}
+
+    async def _compact_status(self, _: dict[str, Any]) -> Any:
+        if self.agent is None or self.agent.compactor is None:
+            return {"window": None, "scheduled": False}
+        return {**self.agent.compactor.status(self.agent.conversation.tokens),
+                "scheduled": self.agent.compact_requested}
+
     async def turn_end(self) -> Stop | str:
         await self.commit_branch()
         assert self.agent is not None
@@ -161,6 +175,8 @@ class Host:
         for op in FORWARDED:
             own.register(op, self._forwarder(op))
         own.register("goal.get", self._goal)
+        own.register("compact.run", self._compact_run)
+        own.register("compact.status", self._compact_status)
         await own.start(self.kernel.config.uid)
         kernel = self.kernel
         kernel.config.preload = PRELOAD
@@ -175,6 +191,9 @@ class Host:
             await kernel.start()
             self.agent = Agent(self, kernel, self.ledger, log, self.turn_end, float(spec["cell_timeout"]),
                                inbox=self.inbox)
+            if spec.get("window"):  # the root's rule and ledger: its calls are made and metered by the root
+                self.agent.compactor = Compactor(self, self.ledger, log, int(spec["window"]),
+                                                 rate=self.agent.conversation.rate)
             self.agent.conversation.add({"role": "system",
                                          "content": base_prompt() + child_section(spec["name"], spec["depth"],
                                                                                   spec.get("role"))})

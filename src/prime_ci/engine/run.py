@@ -237,7 +237,7 @@ class Run:
         agent.compactor = Compactor(self.prep.model, self.budget, self.log, window, rate=rate, progress=self.say)
         agent.conversation = Conversation(rate=rate)
         agent.task = clean_terminal_text(cfg.task_text() or (self.prep.origin.task if self.prep.origin else ""))
-        self.agent = self.family.agent = agent
+        self.agent, self.family.agent, self.family.window = agent, agent, window
         agent.conversation.add({"role": "system", "content": base_prompt()
                                 + environment_section(self.prep, self.setup, builder.last)
                                 + self.prep.harness.prompt_section()})
