@@ -96,3 +96,23 @@ def test_a_sub_agents_model_call_is_named_by_the_sub_agent(tmp_path: Path) -> No
         log.close()
 
     asyncio.run(main())
+
+
+def test_an_unknown_price_is_cost_unknown_on_the_status_line_not_zero_dollars() -> None:
+    from prime_ci.cli.status import heartbeat_text, live_text
+
+    async def main() -> tuple[Status, Status]:
+        budget = Budget(Limits(max_cost=1.0))
+        await budget.call(ScriptedModel([text_reply("priced")], cost_usd=0.004), [{"role": "user", "content": "x"}],
+                          [], turn=True)
+        priced = Status.of(budget, Activity())
+        await budget.call(ScriptedModel([text_reply("no price known")]), [{"role": "user", "content": "x"}], [],
+                          turn=True)  # a model no price table knows: the reply has no cost
+        return priced, Status.of(budget, Activity())
+
+    priced, unpriced = asyncio.run(main())
+    assert priced.cost_usd is not None and "$0.004/$1.00" in live_text(priced)
+    assert unpriced.cost_usd is None
+    for text in (live_text(unpriced), heartbeat_text(unpriced)):
+        assert "cost unknown/$1.00" in text and "$0" not in text.split("cost unknown")[0], text
+
