@@ -116,3 +116,37 @@ def test_an_unknown_price_is_cost_unknown_on_the_status_line_not_zero_dollars() 
     for text in (live_text(unpriced), heartbeat_text(unpriced)):
         assert "cost unknown/$1.00" in text and "$0" not in text.split("cost unknown")[0], text
 
+
+def test_the_root_waiting_for_its_sub_agents_at_a_turns_end_says_so_on_the_status_line() -> None:
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from prime_ci.cli.status import heartbeat_text, live_text
+    from prime_ci.engine.run import Run
+
+    seen: list[Status] = []
+
+    class StillRunning:
+        """The family at a turn's end: a child still running, so the root waits for it before the gates."""
+        root = SimpleNamespace(inbox=[])
+
+        def running(self) -> bool:
+            return True
+
+        async def wait_for_children(self, timeout: float) -> None:
+            seen.append(Status.of(budget, activity))
+
+    activity, budget, said = Activity(), Budget(Limits()), []
+    run = Run(prep=cast(Any, None), say=said.append)
+    run.budget, run.family = budget, cast(Any, StillRunning())
+
+    async def main() -> object:
+        watch(activity)
+        return await run._turn_end()
+
+    assert asyncio.run(main()) == "", "a child still running: the loop continues, no gate round"
+    [status] = seen
+    assert status.phase == "waiting for sub-agents"
+    assert live_text(status).startswith("» waiting for sub-agents ")
+    assert heartbeat_text(status).startswith("… waiting for sub-agents (")
+    assert said == ["waiting for running children before the gates"]
