@@ -553,7 +553,9 @@ def test_context_window_models_metadata_and_400() -> None:
         assert srv.pending == 0 and len(srv.rejected) == 3
     with ScriptedServer() as plain:
         assert "max_model_len" not in models(plain)[0] and "meta" not in models(plain)[0]
-    assert all(m["max_model_len"] == 100 and m["meta"] == {"n_ctx_train": 100, "n_ctx": 100} for m in listed)
+    assert all(m["max_model_len"] == 100 and "meta" not in m for m in listed)  # vLLM's
+    with ScriptedServer(strict=True, context_window=100) as llama:  # llama.cpp's: n_ctx, not the trained window
+        assert all("max_model_len" not in m and m["meta"] == {"n_ctx_train": 400, "n_ctx": 100} for m in models(llama))
     assert over[0] == 400 and json.loads(over[2]) == {"error": {
         "message": f"This model's maximum context length is 100 tokens. However, you requested {prompt + 100} tokens "
                    f"({prompt} in the messages, 100 in the completion). Please reduce the length of the messages or "

@@ -29,7 +29,8 @@ if TYPE_CHECKING:  # say() loads this module: it stays light
 HEARTBEAT_S = 10.0  # at most this long without a line in a log (plus one tick)
 HEARTBEAT_VAR = "PRIME_CI_HEARTBEAT_S"
 CLEAR = "\r\x1b[2K"  # to the start of the line, erase all of it
-WAITING_FOR = {"model call": "the model", "cell": "the cell", "kernel start": "the kernel to start"}
+WAITING_FOR = {"model call": "the model", "cell": "the cell", "kernel start": "the kernel to start",
+               "waiting for sub-agents": "sub-agents"}  # not "waiting for waiting for sub-agents"
 
 
 class StatusLine:

@@ -26,6 +26,7 @@ from pathlib import Path
 UID_VAR = "PRIME_CI_SANDBOX_UID"
 DEFAULT_UID = 0x7000_0C1C  # 1879051292
 _MAX_UID = 2**32 - 2  # (uid_t)-1 means "unchanged" to chown and setresuid
+ID_TABLES = ("/etc/subuid", "/etc/subgid")  # the ranges delegated to users' containers (a seam for tests)
 
 
 class UidUnavailable(Exception):
@@ -54,7 +55,7 @@ def _taken_by(value: int) -> str | None:
         return f"user {pwd.getpwuid(value).pw_name!r}"
     with contextlib.suppress(KeyError):
         return f"group {grp.getgrgid(value).gr_name!r}"
-    for table in ("/etc/subuid", "/etc/subgid"):
+    for table in ID_TABLES:
         with contextlib.suppress(OSError):
             for line in Path(table).read_text().splitlines():
                 name, _, rest = line.partition(":")

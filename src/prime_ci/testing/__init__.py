@@ -112,10 +112,11 @@ class ScriptedServer:
     `strict` rejects, on the OpenAI path, what local servers do: an assistant message with null or no
     ``content`` or with tool-call arguments that are not JSON, empty ones included (500, as llama.cpp /
     llama-cpp-python), a tool message without ``tool_call_id`` or tool-call arguments that are not a string
-    (400). `context_window` adds vLLM's ``max_model_len`` and
-    llama.cpp's ``meta.n_ctx`` to /v1/models and answers 400 (vLLM's or Anthropic's wording) when the
-    prompt plus the requested completion does not fit. A rejected request is recorded (step_kind
-    "rejected", `rejected` = the message) and consumes no step, so a resend continues the script.
+    (400). `context_window` adds the window to /v1/models, as vLLM's ``max_model_len`` or, with `strict`,
+    as llama.cpp's ``meta.n_ctx`` (beside a larger ``meta.n_ctx_train``: one name each, so a client reading
+    the wrong one is caught), and answers 400 (vLLM's or Anthropic's wording) when the prompt plus the
+    requested completion does not fit. A rejected request is recorded (step_kind "rejected", `rejected` =
+    the message) and consumes no step, so a resend continues the script.
     """
 
     def __init__(

@@ -46,6 +46,7 @@ class Owner(Protocol):
 
     _closing: threading.Event
     context_window: int | None
+    strict: bool
 
     def _track(self, conn: socket.socket, add: bool) -> None: ...
 
@@ -134,7 +135,8 @@ class _Handler(BaseHTTPRequestHandler):
         path, t = self.path.split("?")[0], time.monotonic()
         if path in ("/v1/models", "/models"):
             self._record(path, b"", "models", t)
-            self._send([openai_api.models_body(self.server.owner.context_window)])
+            owner = self.server.owner
+            self._send([openai_api.models_body(owner.context_window, llama=owner.strict)])
         else:
             self._record(path, b"", "not_found", t)
             self._send([openai_api.error_body(404, f"no route for GET {path}")], status=404)

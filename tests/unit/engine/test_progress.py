@@ -96,3 +96,57 @@ def test_a_sub_agents_model_call_is_named_by_the_sub_agent(tmp_path: Path) -> No
         log.close()
 
     asyncio.run(main())
+
+
+def test_an_unknown_price_is_cost_unknown_on_the_status_line_not_zero_dollars() -> None:
+    from prime_ci.cli.status import heartbeat_text, live_text
+
+    async def main() -> tuple[Status, Status]:
+        budget = Budget(Limits(max_cost=1.0))
+        await budget.call(ScriptedModel([text_reply("priced")], cost_usd=0.004), [{"role": "user", "content": "x"}],
+                          [], turn=True)
+        priced = Status.of(budget, Activity())
+        await budget.call(ScriptedModel([text_reply("no price known")]), [{"role": "user", "content": "x"}], [],
+                          turn=True)  # a model no price table knows: the reply has no cost
+        return priced, Status.of(budget, Activity())
+
+    priced, unpriced = asyncio.run(main())
+    assert priced.cost_usd is not None and "$0.004/$1.00" in live_text(priced)
+    assert unpriced.cost_usd is None
+    for text in (live_text(unpriced), heartbeat_text(unpriced)):
+        assert "cost unknown/$1.00" in text and "$0" not in text.split("cost unknown")[0], text
+
+
+def test_the_root_waiting_for_its_sub_agents_at_a_turns_end_says_so_on_the_status_line() -> None:
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from prime_ci.cli.status import heartbeat_text, live_text
+    from prime_ci.engine.run import Run
+
+    seen: list[Status] = []
+
+    class StillRunning:
+        """The family at a turn's end: a child still running, so the root waits for it before the gates."""
+        root = SimpleNamespace(inbox=[])
+
+        def running(self) -> bool:
+            return True
+
+        async def wait_for_children(self, timeout: float) -> None:
+            seen.append(Status.of(budget, activity))
+
+    activity, budget, said = Activity(), Budget(Limits()), []
+    run = Run(prep=cast(Any, None), say=said.append)
+    run.budget, run.family = budget, cast(Any, StillRunning())
+
+    async def main() -> object:
+        watch(activity)
+        return await run._turn_end()
+
+    assert asyncio.run(main()) == "", "a child still running: the loop continues, no gate round"
+    [status] = seen
+    assert status.phase == "waiting for sub-agents"
+    assert live_text(status).startswith("» waiting for sub-agents ")
+    assert heartbeat_text(status).startswith("… waiting for sub-agents (")
+    assert said == ["waiting for running children before the gates"]

@@ -129,3 +129,20 @@ def test_a_bwrap_installed_where_only_root_may_go_still_runs_as_the_uid(
     proc = subprocess.run(box.wrap(["/bin/sh", "-c", "id -u"]), env={"PATH": "/usr/bin:/bin"}, capture_output=True,
                           text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_uid_that_subuid_delegates_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not the machine's /etc/subuid: a table of the same format where the seam reads it (any user may run this)."""
+    subuid, subgid = tmp_path / "subuid", tmp_path / "subgid"
+    subuid.write_text("builder:1879000000:65536\n")
+    subgid.write_text("")
+    monkeypatch.setattr(hostuid, "ID_TABLES", (str(subuid), str(subgid)))
+    monkeypatch.setattr(hostuid.os, "geteuid", lambda: 0)
+    monkeypatch.setenv(UID_VAR, "1879000000")
+    with pytest.raises(UidUnavailable, match=f"delegated to 'builder' in {subuid}"):
+        hostuid.uid()
+    monkeypatch.setenv(UID_VAR, "1879065535")  # the range's last uid
+    with pytest.raises(UidUnavailable, match="delegated to 'builder'"):
+        hostuid.uid()
+    monkeypatch.setenv(UID_VAR, "1879065536")  # just past it, and no user or group has it
+    assert hostuid.uid() == 1879065536
