@@ -431,7 +431,7 @@ def test_run_step_never_reports_an_older_runs_result(action_run: ActionRun, tmp_
                                   INPUT_OUT=str(stale))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert (out["exit-code"], out["stop-reason"], out["result"]) == ("2", "", ""), "prime-ci refused the used dir"
-    assert "before writing a summary" in summary
+    assert "configuration error (exit 2)" in summary and out["error"] and out["error"] in summary
 
 
 def test_run_step_setup_failure_with_the_jobs_python(tmp_path: Path) -> None:
@@ -575,7 +575,7 @@ def test_bench_step_runs_the_bench_reports_and_fails_on_its_threshold(tmp_path: 
     report = json.loads((bench_dir / "bench.json").read_text())
     assert [(t["id"], t["harness"], t["solved"]) for t in report["tasks"]] == [
         ("tag-order", "base", True), ("tag-order", "refined", False)]  # fmt: skip
-    assert (out["exit-code"], out["success"], out["solve-rate"]) == ("1", "false", "0.0")
+    assert (out["exit-code"], out["success"], out["solve-rate"], out["error"]) == ("1", "false", "0.0", "")
     assert (out["result"], out["report"]) == (str(bench_dir / "bench.json"), str(bench_dir / "bench.md"))
     assert out["artifact-name"] == "prime-ci-bench-4242-3-shard-7-of-8"
     assert int(out["total-tokens"]) == sum(h["total_tokens"] for h in report["harnesses"]) > 0
