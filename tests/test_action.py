@@ -816,9 +816,10 @@ def publish(tmp: Path, artifacts: Path, origin: Path, *, head_sha: str | None = 
         (state / "pr-list.json").write_text(pr_list)
     for name in ("output", "summary"):
         (tmp / name).write_text("")
+    # the pull request comment has its own tests (test_pr_comment.py), against a fake GitHub that keeps comments
     env.update(GITHUB_OUTPUT=str(tmp / "output"), GITHUB_STEP_SUMMARY=str(tmp / "summary"), GITHUB_REPOSITORY="o/r",
                GITHUB_SERVER_URL="https://github.com", REMOTE_URL=str(origin), GH_TOKEN="ghs_writer",
-               ARTIFACTS_DIR=str(artifacts), **inputs)  # fmt: skip
+               ARTIFACTS_DIR=str(artifacts), COMMENT="false", **inputs)  # fmt: skip
     proc = subprocess.run(["bash", str(ROOT / "publish" / "publish.sh")], env=env, capture_output=True, text=True,
                           timeout=120)  # fmt: skip
     return Published(proc, calls(state), read_outputs(tmp / "output"), (tmp / "summary").read_text())
