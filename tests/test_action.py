@@ -31,7 +31,8 @@ from prime_ci.demo import demo_flags
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-ACTIONS = [ROOT / "action.yml", ROOT / "publish" / "action.yml", ROOT / "action" / "report" / "action.yml"]
+ACTIONS = [ROOT / "action.yml", ROOT / "publish" / "action.yml", ROOT / "publish" / "preflight" / "action.yml",
+           ROOT / "action" / "report" / "action.yml"]
 WORKFLOWS = sorted((ROOT / "examples" / "workflows").glob("*.yml"))
 # Verified against the tags of the public actions/* repositories.
 PINS = {
@@ -160,7 +161,8 @@ def test_zizmor_finds_nothing_high() -> None:
 
 def test_scripts_pass_shellcheck() -> None:
     scripts = sorted((ROOT / "action").glob("*.sh")) + sorted((ROOT / "publish").glob("*.sh"))
-    assert {s.name for s in scripts} >= {"run.sh", "gate.sh", "install.sh", "sandbox.sh", "finish.sh", "publish.sh"}
+    assert {s.name for s in scripts} >= {"run.sh", "gate.sh", "install.sh", "sandbox.sh", "finish.sh", "publish.sh",
+                                         "preflight.sh"}  # fmt: skip
     proc = subprocess.run([tool("shellcheck"), "--shell=bash", *map(str, scripts)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

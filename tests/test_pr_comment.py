@@ -1,7 +1,8 @@
 """Issue 39: the pull request hears back every time. The publish step keeps one comment per pull request and
 workflow, for every outcome, found by its hidden marker and updated in place: the verdict, the rounds, the last
 failing tests, what stopped the run, cost and time, the links, or why the run did not start, with the run's text
-escaped; against a fake GitHub that records every request (``fake_github``).
+escaped; against a fake GitHub that records every request (``fake_github``). The preflight names the setting or
+permission publishing would miss, before the run's job spends anything.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -122,6 +124,55 @@ def origin(project: Project, tmp_path: Path) -> Path:
 WRITER = {"contents": "write", "pull-requests": "write"}
 PREVIOUS = {"id": 77, "issue": 7, "user": {"login": "github-actions[bot]", "type": "Bot"},
             "body": MARKER + "\n## ✅ prime-ci: an older run"}  # fmt: skip
+
+
+# --- the preflight ----------------------------------------------------------------------------------------------
+
+
+def preflight(tmp: Path, fake: FakeGitHub, **env: str) -> subprocess.CompletedProcess[str]:
+    (tmp / "output").write_text("")
+    (tmp / "summary").write_text("")
+    full = {**fake.env, "GITHUB_OUTPUT": str(tmp / "output"), "GITHUB_STEP_SUMMARY": str(tmp / "summary"),
+            "GITHUB_REPOSITORY": "o/r", "GH_TOKEN": "ghs_job", "DEFAULT_TOKEN": "true", "PR_NUMBER": "7",
+            "BRANCH": "prime-ci/pr-7", **env}  # fmt: skip
+    return subprocess.run(["bash", str(ROOT / "publish" / "preflight.sh")], env=full, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize(
+    ("allow", "pull", "permissions", "env", "needle"),
+    [
+        (False, {}, WRITER, {}, SETTING + " is off (Settings → Actions → General → Workflow permissions)"),
+        (True, {"state": "closed"}, WRITER, {}, "pull request #7 is closed"),
+        (True, {"head": {"sha": "a" * 40, "ref": "feature", "repo": {"full_name": "mallory/r"}}}, WRITER, {},
+         "comes from mallory/r"),
+        (True, {}, {"contents": "write"}, {}, "cannot open pull requests in o/r (HTTP 403: Resource not accessible "
+         "by integration): give the preflight and publish jobs `pull-requests: write`"),
+        (True, {}, WRITER, {"REMOTE_URL": "/nonexistent/origin.git"}, "cannot push prime-ci/pr-7 to o/r"),
+        (True, {}, WRITER, {"BRANCH": "fix-7"}, "must be a valid branch name under prime-ci/"),
+        (False, {}, WRITER, {"GH_TOKEN": "ghp_user", "DEFAULT_TOKEN": "false"}, None),  # the setting is not for it
+        (True, {}, WRITER, {}, None),
+    ],
+)
+def test_preflight_names_what_publishing_would_miss(project: Project, origin: Path, tmp_path: Path, allow: bool,
+                                                    pull: dict[str, Any], permissions: dict[str, str],
+                                                    env: dict[str, str], needle: str | None) -> None:  # fmt: skip
+    fake = github(tmp_path, project, origin, allow_pull_requests=allow)
+    fake.update(pulls={"7": {**fake.state["pulls"]["7"], **pull}})
+    fake.add_job_token("ghs_job", permissions)
+    fake.add_token("ghp_user", "octo")
+    proc = preflight(tmp_path, fake, **env)
+    out = (tmp_path / "output").read_text()
+    if needle is None:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert out == "error=\n" and "::error" not in proc.stdout
+        assert "can push prime-ci/pr-7 and open a pull request into feature of o/r" in proc.stdout
+        assert git("for-each-ref", "--format=%(refname:short)", "refs/heads", cwd=origin).split() == [
+            "feature", "main"], "a dry run pushes nothing"  # fmt: skip
+        return
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    errors = [line for line in proc.stdout.splitlines() if line.startswith("::error")]
+    assert len(errors) == 1 and needle in errors[0], proc.stdout
+    assert needle in out and needle[:12] in (tmp_path / "summary").read_text()
 
 
 # --- the publish step's comment, directly --------------------------------------------------------------------
