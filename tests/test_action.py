@@ -182,8 +182,12 @@ def test_workflow_policy() -> None:
             steps = job["steps"]
             writes = {k for k, v in job["permissions"].items() if v == "write"}
             publishes = any("/publish@" in s.get("uses", "") for s in steps)
+            # The publish step's preflight: its job's permissions, to check them; it runs nothing else.
+            preflight = any("/publish/preflight@" in s.get("uses", "") for s in steps)
             if publishes:
                 assert writes == {"contents", "pull-requests"}, where
+            elif preflight:
+                assert writes == {"contents", "pull-requests"} and len(steps) == 1, where
             elif writes:
                 # A commenter: only pull-requests: write, and it runs nothing but its own shell and downloads.
                 assert writes == {"pull-requests"}, where

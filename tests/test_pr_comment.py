@@ -1,8 +1,13 @@
-"""Issue 39: the pull request hears back every time. The publish step keeps one comment per pull request and
-workflow, for every outcome, found by its hidden marker and updated in place: the verdict, the rounds, the last
-failing tests, what stopped the run, cost and time, the links, or why the run did not start, with the run's text
-escaped; against a fake GitHub that records every request (``fake_github``). The preflight names the setting or
-permission publishing would miss, before the run's job spends anything.
+"""Issue 39: the pull request hears back every time.
+
+Acceptance 1: ``examples/workflows/pr-fixer.yml`` emulated end to end (``workflow_emulator``: its jobs, conditions,
+expressions and outputs as the runner evaluates them; this checkout's actions; a real ``prime-ci run`` with the demo's
+replayed model) against a fake GitHub that records every request (``fake_github``): a green run, a red run, an
+over-budget run and a configuration error each leave exactly one comment on the pull request, a second run updates
+it, with the verdict, the rounds, the failing tests, what stopped the run, cost and time, the links, escaped.
+Acceptance 2: with pull request creation not allowed (the fake answers as GitHub does), the preflight job fails
+before the run's job with one ``::error`` naming the setting. The action's side of "every error reaches the person"
+is test_action_errors.py.
 """
 
 from __future__ import annotations
@@ -21,13 +26,15 @@ from typing import Any
 
 import pytest
 
-from conftest import PYTEST_GATE, make_repo
+from conftest import PRIME_CI, PYTEST_GATE, make_repo
 from fake_github import FakeGitHub
 from prime_ci.demo import demo_flags
 from prime_ci.durations import format_duration
 from prime_ci.stops import StopReason
+from workflow_emulator import Emulator, Step, WorkflowRun, load_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW = ROOT / "examples" / "workflows" / "pr-fixer.yml"
 MARKER = "<!-- prime-ci:prime-ci PR fixer -->"
 SETTING = '"Allow GitHub Actions to create and approve pull requests"'
 HOSTILE = "cc @maintainer <img src=x> fixes #1 [see](https://evil.example/x) **bold**"
@@ -92,12 +99,46 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
     yield Project(origin, base, head, f"replay:{replay}")
 
 
+def event(project: Project) -> dict[str, Any]:
+    pull = {"number": 7, "title": "Fix calc, cc @admin", "body": "Please. <img src=x>", "user": {"login": "octo"},
+            "head": {"sha": project.head, "ref": "feature", "repo": {"full_name": "o/r"}},
+            "base": {"sha": project.base, "ref": "main", "repo": {"full_name": "o/r"}}}  # fmt: skip
+    return {"action": "labeled", "label": {"name": "prime-ci"}, "number": 7, "pull_request": pull,
+            "repository": {"full_name": "o/r"}, "sender": {"login": "octo"}}  # fmt: skip
+
+
 def github(tmp: Path, project: Project, origin: Path, *, allow_pull_requests: bool = True) -> FakeGitHub:
     pull = {"number": 7, "state": "open", "head": {"sha": project.head, "ref": "feature", "repo": {"full_name": "o/r"}},
             "base": {"sha": project.base, "ref": "main"}}  # fmt: skip
     fake = FakeGitHub.create(tmp, {**job_env(tmp), "REMOTE_URL": str(origin)}, pulls={"7": pull},
                              allow_pull_requests=allow_pull_requests, branches=["main", "feature"])  # fmt: skip
     return fake
+
+
+def installed(step: Step, given: dict[str, str]) -> dict[str, str]:
+    """The install step, stood in for: prime-ci is this checkout's, installed next to the tests."""
+    return {"bin": PRIME_CI, "python": sys.executable}
+
+
+def pr_fixer(project: Project, **prime: str) -> dict[str, Any]:
+    """pr-fixer.yml as written, but for the inputs of its prime-ci step that need the network or a real model: the
+    demo's replayed model, no sandbox, no dependencies to install; ``prime`` changes more of them."""
+    workflow: dict[str, Any] = load_yaml(WORKFLOW)
+    step = next(s for s in workflow["jobs"]["fix"]["steps"] if s.get("id") == "prime")
+    step["with"].update({"model": project.replay, "sandbox": "off", "setup": "true", **prime})
+    return workflow
+
+
+def run_workflow(tmp: Path, project: Project, fake: FakeGitHub, origin: Path, workflow: dict[str, Any], *,
+                 attempt: int = 1) -> WorkflowRun:  # fmt: skip
+    emulator = Emulator(tmp / f"attempt-{attempt}", event_name="pull_request", event=event(project), repository="o/r",
+                        env=fake.env, gh_dir=fake.dir, origin=origin, run_attempt=attempt,
+                        secrets_={"ANTHROPIC_API_KEY": "sk-ant-never-used"}, overrides={"fix/install": installed})
+    return emulator.run(workflow)
+
+
+def our_comments(fake: FakeGitHub) -> list[dict[str, Any]]:
+    return [c for c in fake.comments(7) if c["body"].startswith(MARKER) and c["user"]["login"] == "github-actions[bot]"]
 
 
 def comment_writes(fake: FakeGitHub, since: int = 0) -> list[tuple[str, str]]:
@@ -126,7 +167,112 @@ PREVIOUS = {"id": 77, "issue": 7, "user": {"login": "github-actions[bot]", "type
             "body": MARKER + "\n## ✅ prime-ci: an older run"}  # fmt: skip
 
 
-# --- the preflight ----------------------------------------------------------------------------------------------
+# --- acceptance 1: one comment, every outcome -------------------------------------------------------------------
+
+
+def test_a_configuration_error_then_a_green_run_keep_one_comment(project: Project, origin: Path,
+                                                                 tmp_path: Path) -> None:
+    fake = github(tmp_path, project, origin)
+    spoof = {"id": 5, "issue": 7, "user": {"login": "mallory", "type": "User"}, "body": MARKER + "\nspoofed"}
+    fake.update(comments=[spoof])
+
+    # 1. an invalid sandbox value: prime-ci exits 2 before anything starts, and the pull request hears why
+    run = run_workflow(tmp_path, project, fake, origin, pr_fixer(project, sandbox="sometimes"))
+    assert [(j, run.jobs[j].result) for j in ("preflight", "fix", "publish")] == [
+        ("preflight", "success"), ("fix", "failure"), ("publish", "success")]  # fmt: skip
+    error = run.jobs["fix"].outputs["error"]
+    assert "Invalid value for '--sandbox'" in error and "sometimes" in error
+    errors = run.jobs["fix"].commands("error")
+    assert len(errors) == 1 and "prime-ci exited 2: Invalid value for '--sandbox'" in errors[0], errors
+    assert "configuration error (exit 2)" in run.jobs["fix"].summary() and "Invalid value for" in run.jobs[
+        "fix"].summary()  # fmt: skip
+    [first] = our_comments(fake)
+    body = first["body"]
+    assert body.startswith(MARKER + "\n## ❌ prime-ci: configuration error, nothing ran (exit 2)")
+    assert "Invalid value for '--sandbox'" in body and "No model call was made" in body
+    assert "https://github.com/o/r/actions/runs/4242" in body
+    assert comment_writes(fake) == [("POST", "repos/o/r/issues/7/comments")]
+    assert_escaped(body)
+
+    # 2. the same pull request, run again, green: the fix pull request, and the same comment updated
+    before = len(fake.requests())
+    run = run_workflow(tmp_path, project, fake, origin, pr_fixer(project), attempt=2)
+    assert [run.jobs[j].result for j in ("preflight", "fix", "publish")] == ["success"] * 3, run.jobs["publish"].log()
+    [again] = our_comments(fake)
+    assert again["id"] == first["id"] and comment_writes(fake, before) == [
+        ("PATCH", f"repos/o/r/issues/comments/{first['id']}")]  # fmt: skip
+    assert next(c for c in fake.comments(7) if c["id"] == 5) == spoof, "another author's marker is not ours"
+    writers = {r["token"] for r in fake.requests()[before:] if r["method"] in ("POST", "PATCH")}
+    assert writers == {run.jobs["publish"].token} | {run.jobs["preflight"].token}, "only the writer jobs write"
+    assert not [r for r in fake.requests()[before:] if r["token"] == run.jobs["fix"].token and r["method"] != "GET"]
+    body = again["body"]
+    assert body.startswith(MARKER + "\n## ✅ prime-ci: gates green (`completed`, exit 0)")
+    assert re.search(r"\*\*Rounds:\*\* ❌ `full` → .* → ✅ `full` \(\d gate runs, green after [\d.]+s\)", body), body
+    assert re.search(r"\*\*Spent:\*\* \d+ turn\(s\) · [\d,]+ tokens · \$[\d.]+ · [\d.]+s", body), body
+    [opened] = fake.state["opened"]
+    assert (opened["base"], opened["head"]) == ("feature", "prime-ci/pr-7")
+    assert f"**Fix pull request:** {opened['url']}" in body
+    assert "[the workflow run](https://github.com/o/r/actions/runs/4242/attempts/2)" in body
+    assert "[its artifacts](https://github.com/o/r/actions/runs/4242#artifacts)" in body
+    assert "Last failing tests" not in body and "Stopped by" not in body
+    assert_escaped(body)
+
+
+@pytest.mark.parametrize("outcome", ["red", "over budget"])
+def test_a_red_or_over_budget_run_updates_the_one_comment(project: Project, origin: Path, tmp_path: Path,
+                                                          outcome: str) -> None:  # fmt: skip
+    fake = github(tmp_path, project, origin)
+    fake.update(comments=[PREVIOUS])
+    inputs = ({"gates-file": ".github/prime-ci/red.toml", "extra-args": "--max-gate-retries 0"} if outcome == "red"
+              else {"budgets": "max-turns=1"})  # fmt: skip
+    run = run_workflow(tmp_path, project, fake, origin, pr_fixer(project, **inputs))
+    assert [run.jobs[j].result for j in ("preflight", "fix", "publish")] == ["success", "failure", "success"]
+    assert comment_writes(fake) == [("PATCH", "repos/o/r/issues/comments/77")]
+    [comment] = fake.comments(7)
+    body = comment["body"]
+    assert "fake gh: unexpected" not in run.jobs["publish"].log()
+    assert "opened" not in fake.state, "no fix pull request from an unsuccessful run"
+    assert "No fix pull request: the run did not succeed." in body
+    if outcome == "red":
+        assert body.startswith(MARKER + "\n## ❌ prime-ci: gates still red (`gates_failed`, exit 1)")
+        assert "> `gates still failing after 0 retries`" in body
+        assert "**Rounds:** ❌ `full` (1 gate run, never green)" in body
+        assert "**Last failing tests** (round 1):" in body
+        hostile = next(line for line in body.splitlines() if "test_hostile.py::test_pr_text" in line)
+        assert hostile.startswith("- `test_hostile.py::test_pr_text` (gate `tests`): `AssertionError: cc @")
+        assert hostile.endswith("**bold**`"), "the model's and the repository's text is a code span, never markup"
+    else:
+        assert body.startswith(MARKER + "\n## ⏱️ prime-ci: stopped by a budget (`max_turns`, exit 3)")
+        assert "**Stopped by:** the turn budget, 1 of 1 turns" in body
+        assert "prime-ci exited 3 (max_turns)" in run.jobs["fix"].commands("error")[-1]
+    assert re.search(r"\*\*Spent:\*\* 1 turn\(s\)|\*\*Spent:\*\* \d turn\(s\)", body)
+    assert "[its artifacts](https://github.com/o/r/actions/runs/4242#artifacts)" in body
+    assert_escaped(body)
+
+
+# --- acceptance 2: the preflight -------------------------------------------------------------------------------
+
+
+def test_preflight_stops_the_workflow_before_the_run_when_pull_requests_are_not_allowed(
+    project: Project, origin: Path, tmp_path: Path
+) -> None:
+    fake = github(tmp_path, project, origin, allow_pull_requests=False)
+    run = run_workflow(tmp_path, project, fake, origin, pr_fixer(project))
+    preflight = run.jobs["preflight"]
+    assert [run.jobs[j].result for j in ("preflight", "fix", "publish")] == ["failure", "skipped", "success"]
+    errors = preflight.commands("error")
+    assert len(errors) == 1 and SETTING in errors[0] and "Settings → Actions → General" in errors[0], errors
+    assert preflight.outputs["error"].startswith("publishing would fail: the repository setting " + SETTING)
+    assert SETTING in preflight.summary()
+    requests = fake.requests()
+    probe = next(r for r in requests if r["path"] == "repos/o/r/pulls" and r["method"] == "POST")
+    assert probe["token"] == preflight.token and ".." in probe["fields"]["head"], "a probe that cannot open one"
+    assert not any(r["path"] == "pr create" for r in requests), "no pull request was asked for"
+    assert not any(r["token"] == run.jobs["fix"].token for r in requests), "the run's job never started"
+    # the publish job still tells the pull request why nothing ran
+    [comment] = our_comments(fake)
+    assert comment["body"].startswith(MARKER + "\n## ❌ prime-ci: the run did not start")
+    assert SETTING in comment["body"] and "No model call was made" in comment["body"]
 
 
 def preflight(tmp: Path, fake: FakeGitHub, **env: str) -> subprocess.CompletedProcess[str]:
