@@ -6,6 +6,8 @@
     helper.py outputs CODE OUT_DIR [ARTIFACT]          step outputs (key=value lines) from OUT_DIR/result.json
     helper.py bench-outputs CODE OUT_DIR [ARTIFACT]    the same from a bench's OUT_DIR/bench.json
     helper.py setup-failure OUT_DIR                    markdown: the tail of the failed setup command's log
+    helper.py reason CODE OUT_DIR STDERR_FILE [COMMAND] the one-line reason of a run that did not complete
+    helper.py failure-summary CODE REASON [COMMAND]    markdown: a run that left no summary, and why
 
 Its markdown follows prime-ci's one escaping rule, src/prime_ci/artifacts/markup.py, loaded by its path from the
 action's checkout.
@@ -25,6 +27,8 @@ from typing import Any
 
 MARKUP = Path(__file__).resolve().parents[1] / "src" / "prime_ci" / "artifacts" / "markup.py"
 MAX_UNTRUSTED_BYTES = 512 * 1024
+REASON_CHARS = 500
+ERROR_LINE = "prime-ci: error: "  # how prime-ci prints the error that ends it (cli/commands.py: main)
 SETUP_TAIL_LINES = 40
 SETUP_TAIL_BYTES = 16 * 1024
 ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
@@ -225,6 +229,61 @@ def setup_failure(out_dir: str) -> str:
     )
 
 
+def _line(text: str) -> str:
+    text = " ".join(CONTROL.sub("", ANSI.sub("", text)).split())
+    return text[:REASON_CHARS] + ("…" if len(text) > REASON_CHARS else "")
+
+
+def reason(code: str, out_dir: str, stderr_file: str, command: str = "run") -> str:
+    """Why the run (or bench) ended as it did, in one line, for the error output, the step summary, the ::error of
+    finish.sh and the pull request comment: this run's result.json ``detail`` (exit 2 leaves no result.json of its
+    own), else the last error line prime-ci printed, else for a crash the last line it printed at all."""
+    if int(code) == 0:
+        return ""
+    if command == "run" and int(code) != 2:
+        try:
+            result = json.loads((Path(out_dir) / "result.json").read_text(encoding="utf-8"))
+            detail = str(result.get("detail") or "") if isinstance(result, dict) else ""
+        except (OSError, json.JSONDecodeError):
+            detail = ""
+        if detail.strip():
+            return _line(detail.strip().splitlines()[0])
+        if (Path(out_dir) / "result.json").is_file():
+            return ""  # a run that ended on its own terms (a budget, red gates): result.json says it all
+    if command == "bench" and int(code) == 1 and (Path(out_dir) / "bench.json").is_file():
+        return ""  # a threshold failed: the report says which
+    try:
+        with open(stderr_file, "rb") as handle:
+            size = handle.seek(0, 2)
+            handle.seek(max(0, size - 64 * 1024))
+            lines = handle.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    errors = [line[len(ERROR_LINE):] for line in lines if line.startswith(ERROR_LINE)]
+    shown = [line for line in lines if line.strip()]
+    return _line(errors[-1] if errors else shown[-1] if shown else "")
+
+
+def code_span(text: str) -> str:
+    """One line of untrusted text as an inline code span: no markup, link or ``@mention`` of it is read."""
+    text = _line(text)
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def failure_summary(code: str, why: str, command: str = "run") -> str:
+    """The step summary of a run that wrote none: what happened and the reason."""
+    if int(code) == 2:
+        head = f"## ❌ prime-ci{' bench' if command == 'bench' else ''}: configuration error (exit 2)"
+        tail = "Nothing started: no model call was made."
+    else:
+        what = "a report" if command == "bench" else "a summary"
+        head = f"## ❌ prime-ci{' bench' if command == 'bench' else ''} exited {int(code)} before writing {what}"
+        tail = "See the step log."
+    return f"{head}\n\n" + (f"> {code_span(why)}\n\n" if why else "") + f"{tail}\n"
+
+
 def main(argv: list[str]) -> int:
     try:
         match argv:
@@ -242,6 +301,10 @@ def main(argv: list[str]) -> int:
                 sys.stdout.write("".join(line + "\n" for line in bench_outputs(code, out_dir, *artifact)))
             case ["setup-failure", out_dir]:
                 sys.stdout.write(setup_failure(out_dir))
+            case ["reason", code, out_dir, stderr_file, *command] if len(command) <= 1:
+                print(reason(code, out_dir, stderr_file, *command))
+            case ["failure-summary", code, why, *command] if len(command) <= 1:
+                sys.stdout.write(failure_summary(code, why, *command))
             case _:
                 raise UsageError(f"usage: {__doc__}")
     except UsageError as exc:

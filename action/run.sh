@@ -19,16 +19,16 @@ annotation() {  # workflow-command escaping: the message cannot start a command 
   printf '%s' "${s//$'\n'/%0A}"
 }
 
-outputs_without_run() {  # outputs_without_run EXIT_CODE STOP_REASON
+outputs_without_run() {  # outputs_without_run EXIT_CODE STOP_REASON REASON
   printf 'exit-code=%s\nstop-reason=%s\nresult=\nout-dir=\nrun-id=\nsuccess=false\ntotal-tokens=\ncost-usd=\nchanged-files=[]\n' \
     "$1" "$2" >>"$GITHUB_OUTPUT"
-  echo "artifact-name=" >>"$GITHUB_OUTPUT"
+  printf 'artifact-name=\nerror=%s\n' "${3//$'\n'/ }" >>"$GITHUB_OUTPUT"
 }
 
 # A configuration error of the action itself: reported like prime-ci's own exit 2.
 usage_error() {
   echo "::error title=prime-ci::$(annotation "$1")"
-  outputs_without_run 2 ""
+  outputs_without_run 2 "" "$1"
   printf '## ❌ prime-ci: configuration error (exit 2)\n\n%s\n' "$1" >>"$summary"
   exit 0
 }
@@ -85,7 +85,7 @@ bool() {  # bool NAME VALUE -> 0 for true, 1 for false; anything else is a usage
 if [[ ${GATE_ALLOWED:-} != true ]]; then
   reason=${GATE_REASON:-the trigger gate did not allow this run}
   echo "::error title=prime-ci trigger gate::$(annotation "$reason")"
-  outputs_without_run 7 security_stop
+  outputs_without_run 7 security_stop "$reason"
   printf '## ❌ prime-ci: refused by the trigger gate (exit 7)\n\n%s\n' "$reason" >>"$summary"
   exit 0
 fi
@@ -209,27 +209,38 @@ if ! "$py" -c 'import sys; from prime_ci.isolation.workflow_commands import neut
   done
   printf '%s\n' "$shown"
 fi
+# prime-ci's stderr is also kept in a file: the one-line reason of an error that ends it before its artifacts
+# (exit 2: "prime-ci: error: ...") is read from there. tee ignores SIGINT and SIGTERM, so that a cancelled run keeps
+# its stderr while it winds down and writes its artifacts.
+errlog=$(mktemp "${RUNNER_TEMP:-/tmp}/prime-ci-stderr.XXXXXX")
 set +e
-# The agent stage holds no GitHub credentials: whatever token the job has stays out of the run's tree.
-env -u GH_TOKEN -u GITHUB_TOKEN -u ACTIONS_RUNTIME_TOKEN -u ACTIONS_ID_TOKEN_REQUEST_TOKEN \
-  -u ACTIONS_ID_TOKEN_REQUEST_URL "${unset_venv[@]}" PATH="$run_path" "$PRIME_CI_BIN" "${args[@]}"
-code=$?
+{
+  # The agent stage holds no GitHub credentials: whatever token the job has stays out of the run's tree.
+  env -u GH_TOKEN -u GITHUB_TOKEN -u ACTIONS_RUNTIME_TOKEN -u ACTIONS_ID_TOKEN_REQUEST_TOKEN \
+    -u ACTIONS_ID_TOKEN_REQUEST_URL "${unset_venv[@]}" PATH="$run_path" "$PRIME_CI_BIN" "${args[@]}" 2>&1 1>&3 3>&- \
+    | (trap '' INT TERM && exec tee -a "$errlog" >&2)
+  code=${PIPESTATUS[0]}
+} 3>&1
 set -e
+# Every error reaches the person: the one-line reason (result.json's detail, else prime-ci's error line) is the error
+# output, in the step summary here, in finish.sh's ::error and in the publish step's pull request comment.
+reason=$("$py" "$here/helper.py" reason "$code" "$out" "$errlog" "$command") || reason=""
+rm -f "$errlog"
+printf 'error=%s\n' "$reason" >>"$GITHUB_OUTPUT"
 
 if [[ $command == bench ]]; then
   "$py" "$here/helper.py" bench-outputs "$code" "$out" "${INPUT_ARTIFACT_NAME:-}" >>"$GITHUB_OUTPUT"
   if [[ ($code == 0 || $code == 1) && -s $out/bench.md ]]; then  # otherwise a bench.md there is older
     head -c 900000 "$out/bench.md" >>"$summary"
   else
-    printf '## ❌ prime-ci bench exited %s before writing a report\n\nSee the step log for the error.\n' "$code" \
-      >>"$summary"
+    "$py" "$here/helper.py" failure-summary "$code" "$reason" bench >>"$summary"
   fi
   echo "prime-ci bench exited $code; report and runs in $out"
   exit 0
 fi
 "$py" "$here/helper.py" outputs "$code" "$out" "${INPUT_ARTIFACT_NAME:-}" >>"$GITHUB_OUTPUT"
 if [[ $code != 2 && -s $out/summary.md ]]; then  # exit 2: nothing started, a summary.md there is older
-  # The step summary is capped at 1 MiB per step by GitHub.
+  # The step summary is capped at 1 MiB per step by GitHub. summary.md shows result.json's detail (the reason).
   head -c 900000 "$out/summary.md" >>"$summary"
   if [[ $code == 9 ]]; then  # setup_failed: no model call was made; the log's end says why
     printf '\n' >>"$summary"
@@ -237,6 +248,6 @@ if [[ $code != 2 && -s $out/summary.md ]]; then  # exit 2: nothing started, a su
       || echo "::warning title=prime-ci::cannot show the failed setup command's log; see setup/ in the artifacts"
   fi
 else
-  printf '## ❌ prime-ci exited %s before writing a summary\n\nSee the step log for the error.\n' "$code" >>"$summary"
+  "$py" "$here/helper.py" failure-summary "$code" "$reason" >>"$summary"
 fi
 echo "prime-ci exited $code; artifacts in $out"

@@ -8,6 +8,9 @@
     helper.py title RESULT_JSON [TITLE]           a one-line, sanitized PR title
     helper.py body RESULT_JSON                    the change PR's body (summary.md beside it), sanitized
     helper.py sanitize FILE                       sanitize markdown from the run (harness-pr.md)
+    helper.py comment [options]                   the pull request comment of this workflow, for any outcome
+    helper.py find-comment MARKER AUTHOR          the id of that comment in a comments listing on stdin ('' if none)
+    helper.py marker WORKFLOW                     the hidden first line of that comment
     helper.py md-text TEXT                        TEXT as one line of inert markdown (the step summary)
 
 A refusal prints one line on stderr and exits 1; usage errors exit 2.
@@ -223,6 +226,17 @@ def usd(value: float) -> str:
     return f"${small:.{places}f}".rstrip("0") if small < 0.01 else f"${value:,.2f}"
 
 
+def duration(seconds: float) -> str:
+    """prime-ci's one duration format (``prime_ci.durations.format_duration``; a test keeps the two alike): ``1h30m``,
+    ``2m5s``, ``45s``; under a minute to a tenth of a second (``1.5s``)."""
+    tenths = round(seconds, 1)
+    if tenths < 60 and tenths != int(tenths):
+        return f"{tenths:.1f}s"
+    h, rest = divmod(round(seconds), 3600)
+    m, sec = divmod(rest, 60)
+    return (f"{h}h" if h else "") + (f"{m}m" if m else "") + (f"{sec}s" if sec or not (h or m) else "")
+
+
 def title(result: dict[str, Any], given: str) -> str:
     text = given.strip() or "prime-ci: " + (str(result.get("task", "")).strip().splitlines() or ["change"])[0]
     text = str(markup.plain_line(text, allowed_hosts()))
@@ -268,6 +282,188 @@ def body(result: dict[str, Any], summary: str | None = None) -> str:
     return sanitize("\n".join(lines)) + "\n"
 
 
+# --- the pull request comment (DESIGN §14): one per pull request and workflow, for every outcome ----------------
+
+# Each exit code (README: Exit codes) as the comment's heading says it; a test keeps it in step with prime-ci's.
+OUTCOMES = {
+    0: ("✅", "completed"), 1: ("❌", "gates still red"), 2: ("❌", "configuration error, nothing ran"),
+    3: ("⏱️", "stopped by a budget"), 4: ("❌", "the model provider kept failing"), 5: ("❌", "sandbox unavailable"),
+    6: ("❌", "artifacts could not be written"), 7: ("🛑", "security stop"), 8: ("❌", "no changes"),
+    9: ("❌", "setup failed before any model call"), 10: ("❌", "environment error"), 70: ("💥", "internal error"),
+    130: ("⏹️", "interrupted"), 143: ("⏹️", "interrupted"),
+}
+BUDGETS = {"max_turns": "the turn budget", "max_tokens": "the token budget", "max_wall": "the wall-clock budget",
+           "max_cost": "the cost budget"}  # fmt: skip
+FAILING_SHOWN = 10
+COMMENT_FOOTER = ("One comment per pull request and workflow, updated by the prime-ci publish step on every run; "
+                  "prime-ci never merges.")
+
+
+def comment_text(text: object, limit: int = 300) -> str:
+    """Text from the run (a reason, a test's name or message, a gate, a stop reason) as the comment shows it: one
+    line, clipped, inside an inline code span, so no markup, link or ``@mention`` of it is read; the whole comment
+    then goes through :func:`sanitize`: both are prime-ci's one escaping rule (``artifacts/markup.py``)."""
+    line = " ".join(str(text).split())
+    return code(line[:limit] + ("…" if len(line) > limit else ""))
+
+
+def marker(workflow: str) -> str:
+    """The hidden first line the comment is found by: ``<!-- prime-ci:WORKFLOW -->``, the workflow's name kept to
+    characters that cannot end the HTML comment."""
+    name = re.sub(r"-{2,}", "-", re.sub(r"[^A-Za-z0-9 _.:/()+-]", "", workflow)).strip(" -")[:100]
+    return f"<!-- prime-ci:{name or 'workflow'} -->"
+
+
+def last_failing(session: Path) -> tuple[int | None, list[dict[str, Any]]]:
+    """The last gate run's failing tests (the session's last ``prime_ci.gate`` record): its round and the list."""
+    found: tuple[int | None, list[dict[str, Any]]] = (None, [])
+    try:
+        with session.open(encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if '"prime_ci.gate"' not in line:
+                    continue
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                data = entry.get("data") if isinstance(entry, dict) else None
+                if entry.get("customType") == "prime_ci.gate" and isinstance(data, dict):
+                    failing = data.get("failing")
+                    items = [f for f in failing if isinstance(f, dict)] if isinstance(failing, list) else []
+                    found = (data.get("round") if isinstance(data.get("round"), int) else None, items)
+    except OSError:
+        pass
+    return found
+
+
+def _rounds(result: dict[str, Any]) -> str:
+    rounds = [r for r in result.get("rounds") or [] if isinstance(r, dict)]
+    if not rounds:
+        return ""
+    steps = " → ".join(f"{'✅' if r.get('passed') else '❌'} {comment_text(r.get('kind', 'full'), 20)}"
+                       for r in rounds[:20]) + (" → …" if len(rounds) > 20 else "")
+    green = result.get("time_to_green_s")
+    when = f"green after {duration(green)}" if isinstance(green, int | float) else "never green"
+    return f"**Rounds:** {steps} ({len(rounds)} gate run{'s' if len(rounds) != 1 else ''}, {when})"
+
+
+def _budget_used(result: dict[str, Any]) -> str | None:
+    """What ran out, used against its limit, when a budget stopped the run."""
+    reason = str(result.get("stop_reason"))
+    if reason not in BUDGETS:
+        return None
+    u, b = result.get("usage") or {}, result.get("budgets") or {}
+    used, limit = {
+        "max_turns": (f"{u.get('turns', 0)}", f"{b.get('max_turns')} turns"),
+        "max_tokens": (f"{u.get('total_tokens', 0):,}", f"{b.get('max_tokens') or 0:,} tokens"),
+        "max_wall": (duration(result.get("wall_s") or 0), duration(b.get("max_wall_s") or 0)),
+        "max_cost": (usd(u.get("cost_usd") or 0), usd(b.get("max_cost_usd") or 0)),
+    }[reason]
+    return f"{BUDGETS[reason]}, {used} of {limit}"
+
+
+def _failing_lines(round_no: int | None, failing: list[dict[str, Any]]) -> list[str]:
+    if not failing:
+        return []
+    lines = [f"**Last failing tests**{f' (round {round_no})' if round_no is not None else ''}:", ""]
+    for item in failing[:FAILING_SHOWN]:
+        what = comment_text(item.get("test") or item.get("gate", ""), 200)
+        gate = f" (gate {comment_text(item.get('gate', ''), 60)})" if item.get("test") else ""
+        message = f": {comment_text(item['message'])}" if item.get("message") else ""
+        lines.append(f"- {what}{gate}{message}")
+    if len(failing) > FAILING_SHOWN:
+        lines.append(f"- … and {len(failing) - FAILING_SHOWN} more (summary.md in the artifacts)")
+    return [*lines, ""]
+
+
+def comment(result: dict[str, Any] | None, *, exit_code: str = "", error: str = "", workflow: str = "",
+            session: Path | None = None, note: str = "", refused: str = "", change_url: str = "",
+            harness_url: str = "", env: dict[str, str] | None = None) -> str:
+    """The pull request comment: the verdict, the rounds, the last failing tests when red, what stopped the run when
+    a budget did, cost and time, and links to the run, its artifacts and the fix pull request. Without result.json
+    (the run did not start: a configuration error, a failed preflight) it says why in one line."""
+    env = dict(os.environ) if env is None else env
+    code_ = result.get("exit_code") if result is not None else (int(exit_code) if exit_code.isdigit() else None)
+    reason = error.strip() or (str(result.get("detail") or "") if result is not None else "")
+    if isinstance(code_, int):
+        icon, words = OUTCOMES.get(code_, ("❌", "failed"))
+        if code_ == 0 and result is not None and result.get("rounds"):
+            words = "gates green"
+        stop = f"{comment_text(result['stop_reason'], 40)}, " if result is not None and result.get("stop_reason") \
+            else ""
+        head = f"## {icon} prime-ci: {words} ({stop}exit {code_})"
+    elif reason:
+        head = "## ❌ prime-ci: the run did not start"
+    else:
+        head = "## ❌ prime-ci: the run's job ended without a result"
+    lines = [head, ""]
+    if reason:
+        lines += [f"> {comment_text(reason, 600)}", ""]
+    if result is not None:
+        usage = result.get("usage") or {}
+        if rounds := _rounds(result):
+            lines += [rounds, ""]
+        if (stopped := _budget_used(result)) is not None:
+            lines += [f"**Stopped by:** {stopped}", ""]
+        if not result.get("success"):
+            lines += _failing_lines(*last_failing(session)) if session is not None else []
+        cost = usage.get("cost_usd")
+        lines += [f"**Spent:** {usage.get('turns', 0)} turn(s) · {usage.get('total_tokens', 0):,} tokens · "
+                  f"{'cost unknown' if cost is None else usd(cost)} · {duration(result.get('wall_s') or 0)}", ""]
+    elif code_ == 2 or (code_ is None and reason):
+        lines += ["No model call was made and nothing was spent.", ""]
+    if change_url:
+        lines += [f"**Fix pull request:** {change_url}", ""]
+    if harness_url:
+        lines += [f"**Harness proposal:** {harness_url}", ""]
+    if refused:
+        lines += [f"**Not published:** {comment_text(refused, 600)}", ""]
+    if note:
+        lines += [note, ""]
+    links = []
+    server, repository, run_id = (env.get("GITHUB_SERVER_URL", ""), env.get("GITHUB_REPOSITORY", ""),
+                                  env.get("GITHUB_RUN_ID", ""))  # fmt: skip
+    if re.fullmatch(r"https?://[A-Za-z0-9.-]+(:\d+)?", server) and re.fullmatch(r"[\w.-]+/[\w.-]+", repository) \
+            and run_id.isdigit():
+        run = f"{server}/{repository}/actions/runs/{run_id}"
+        attempt = env.get("GITHUB_RUN_ATTEMPT", "")
+        links = [f"[the workflow run]({run}/attempts/{attempt})" if attempt.isdigit() and attempt != "1"
+                 else f"[the workflow run]({run})"]
+        if result is not None:
+            links.append(f"[its artifacts]({run}#artifacts) (summary.md, patch.diff, session.jsonl)")
+    if links:
+        lines += ["**Links:** " + " · ".join(links), ""]
+    if result is not None:
+        lines += [f"Run {comment_text(result.get('run_id', ''), 60)} on base "
+                  f"{comment_text(str(result.get('base_commit', ''))[:12], 12)}. {COMMENT_FOOTER}"]
+    else:
+        lines += [COMMENT_FOOTER]
+    return marker(workflow) + "\n" + sanitize("\n".join(lines)) + "\n"
+
+
+def find_comment(listing: str, mark: str, author: str) -> str:
+    """The id of this workflow's comment in ``gh api --paginate .../comments`` output (pages of JSON arrays, one
+    after the other): the last one that starts with ``mark`` and was written by ``author`` (``[bot]``: any app's
+    bot, for an app's installation token, which cannot ask who it is); '' when there is none."""
+    decoder, pos, found = json.JSONDecoder(), 0, ""
+    while pos < len(listing):
+        while pos < len(listing) and listing[pos].isspace():
+            pos += 1
+        if pos >= len(listing):
+            break
+        try:
+            page, pos = decoder.raw_decode(listing, pos)
+        except json.JSONDecodeError as exc:
+            raise SystemExit(f"prime-ci publish: the comments listing is not JSON: {exc}") from None
+        for item in page if isinstance(page, list) else []:
+            user = item.get("user") or {} if isinstance(item, dict) else {}
+            login = str(user.get("login", "")) if isinstance(user, dict) else ""
+            mine = login.endswith("[bot]") and user.get("type") == "Bot" if author == "[bot]" else login == author
+            if mine and str(item.get("body", "")).startswith(mark) and str(item.get("id", "")).isdigit():
+                found = str(item["id"])
+    return found
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="helper.py", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -294,8 +490,22 @@ def main(argv: list[str]) -> int:
     p.add_argument("result")
     p = sub.add_parser("sanitize")
     p.add_argument("file")
+    p = sub.add_parser("comment")
+    p.add_argument("--result", default="", help="result.json (absent when the run did not start)")
+    p.add_argument("--exit-code", default="", help="the run's exit code as its job reported it")
+    p.add_argument("--error", default="", help="the one-line reason the run or the preflight gave")
+    p.add_argument("--workflow", default="")
+    p.add_argument("--note", default="", help="the publish step's own words (not escaped)")
+    p.add_argument("--refused", default="", help="why publishing was refused")
+    p.add_argument("--change-url", default="")
+    p.add_argument("--harness-url", default="")
+    p = sub.add_parser("marker")
+    p.add_argument("workflow")
     p = sub.add_parser("md-text")
     p.add_argument("text")
+    p = sub.add_parser("find-comment")
+    p.add_argument("marker")
+    p.add_argument("author")
     args = parser.parse_args(argv)
     try:
         if args.cmd == "field":
@@ -321,8 +531,18 @@ def main(argv: list[str]) -> int:
             sys.stdout.write(body(load_json(args.result), text))
         elif args.cmd == "sanitize":
             sys.stdout.write(sanitize(Path(args.file).read_text(encoding="utf-8", errors="replace"), collapsible=True))
+        elif args.cmd == "comment":
+            result = load_json(args.result) if args.result else None
+            session = Path(args.result).with_name("session.jsonl") if args.result else None
+            sys.stdout.write(comment(result if isinstance(result, dict) else None, exit_code=args.exit_code,
+                                     error=args.error, workflow=args.workflow, session=session, note=args.note,
+                                     refused=args.refused, change_url=args.change_url, harness_url=args.harness_url))
         elif args.cmd == "md-text":
             print(markup.text(args.text))
+        elif args.cmd == "marker":
+            print(marker(args.workflow))
+        elif args.cmd == "find-comment":
+            print(find_comment(sys.stdin.read(), args.marker, args.author))
     except Refused as exc:
         print(exc, file=sys.stderr)
         return 1

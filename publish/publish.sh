@@ -2,9 +2,13 @@
 # Writer stage (RELIABILITY S3): turn one run's artifacts into at most one pull request for the change and
 # at most one for a harness proposal. Deterministic: no model, no code from the run is executed. Checks
 # first (target has not moved, paths, size, secrets), then pushes a prime-ci/ branch, then `gh pr`.
+# With pr-number, it then keeps this workflow's one comment on that pull request (issue 39, DESIGN §14): every
+# outcome, also a run that did not start (no artifacts: RUN_EXIT_CODE and RUN_ERROR from the run's job) and a
+# refusal here.
 #
 # Inputs arrive as environment variables (see publish/action.yml). Exit 0: published or nothing to publish;
-# 1: refused (the reason is the last line on stderr and an ::error annotation); 2: usage error.
+# 1: refused (the reason is the last line on stderr and an ::error annotation), or the comment could not be posted;
+# 2: usage error.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -24,22 +28,92 @@ refuse() {
   # the reason names paths from the patch: inert markdown, by prime-ci's one rule
   printf '## ❌ prime-ci publish refused\n\n%s\n' "$(helper md-text "$1" || echo '(the reason is in the log)')" >>"$summary"
   echo "prime-ci publish: refused: $1" >&2
+  comment --refused "$1"
   exit 1
 }
 usage() {
   echo "::error title=prime-ci publish::$(annotation "$1")"
   echo "prime-ci publish: $1" >&2
+  comment --refused "the publish step: $1"
   exit 2
 }
 note() { echo "prime-ci publish: $*"; }
 truthy() { [[ ${1,,} == true ]]; }
 
-artifacts=${ARTIFACTS_DIR:-}
-[[ -n $artifacts && -d $artifacts ]] || usage "artifacts-dir '$artifacts' is not a directory"
-result="$artifacts/result.json"
-[[ -f $result ]] || usage "no result.json in $artifacts"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 repo=${GITHUB_REPOSITORY:-}
+pr_number=${PR_NUMBER:-}
+artifacts=${ARTIFACTS_DIR:-}
+result="$artifacts/result.json"
+change_url="" harness_url="" comment_failed=false
+
+# The one comment of this workflow on the pull request: found by its marker among the comments this token's
+# identity wrote, updated in place, else created. Once per step (a refusal while commenting does not comment again).
+commenting=false
+if truthy "${COMMENT:-true}" && [[ $pr_number =~ ^[0-9]+$ && $repo =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]]; then
+  commenting=true
+fi
+comment_author() {  # who this token writes as: github.token is github-actions[bot]; a user's token says who
+  local me                 # it is; an app's installation token cannot ask (any app's bot then)
+  if [[ ${DEFAULT_TOKEN:-} == true ]]; then echo 'github-actions[bot]'
+  elif me=$(gh api user 2>/dev/null) && me=$(helper json-field login <<<"$me") && [[ -n $me ]]; then echo "$me"
+  else echo '[bot]'
+  fi
+}
+comment_error() {
+  echo "::error title=prime-ci publish::$(annotation "cannot $1 the comment on pull request #$pr_number: $2")"
+  comment_failed=true
+}
+comment() {  # comment [helper comment options...]: the comment as the run (or its absence) and this step left it
+  $commenting || return 0
+  commenting=false
+  local args=(comment --workflow "${GITHUB_WORKFLOW:-}" --exit-code "${RUN_EXIT_CODE:-}" --error "${RUN_ERROR:-}"
+    --change-url "$change_url" --harness-url "$harness_url" "$@")
+  [[ ! -f $result ]] || args+=(--result "$result")
+  if ! helper "${args[@]}" >"$tmp/comment.md" 2>"$tmp/comment.err"; then
+    comment_error write "$(tail -n 1 "$tmp/comment.err")"
+    return 0
+  fi
+  local mark author id response
+  mark=$(helper marker "${GITHUB_WORKFLOW:-}")
+  author=$(comment_author)
+  if ! gh api --paginate "repos/$repo/issues/$pr_number/comments" >"$tmp/comments.json" 2>"$tmp/comment.err"; then
+    comment_error read "$(tail -n 1 "$tmp/comment.err")"
+    return 0
+  fi
+  id=$(helper find-comment "$mark" "$author" <"$tmp/comments.json") || { comment_error find "not JSON"; return 0; }
+  if [[ -n $id ]]; then
+    response=$(gh api --method PATCH "repos/$repo/issues/comments/$id" -F "body=@$tmp/comment.md" \
+      2>"$tmp/comment.err") || { comment_error update "$(tail -n 1 "$tmp/comment.err")"; return 0; }
+    note "updated the comment on pull request #$pr_number"
+  else
+    response=$(gh api --method POST "repos/$repo/issues/$pr_number/comments" -F "body=@$tmp/comment.md" \
+      2>"$tmp/comment.err") || { comment_error post "$(tail -n 1 "$tmp/comment.err")"; return 0; }
+    note "commented on pull request #$pr_number"
+  fi
+  printf 'comment-url=%s\n' "$(helper json-field html_url <<<"$response")" >>"$out"
+  printf -- '- %s the comment on pull request #%s\n' "$([[ -n $id ]] && echo updated || echo posted)" "$pr_number" \
+    >>"$summary"
+}
+finish() {  # finish [helper comment options...]: comment, the outputs, and the step's exit code
+  comment "$@"
+  printf 'published=%s\n' "$published" >>"$out"
+  ! $comment_failed || exit 1
+  exit 0
+}
+published=false
+
 [[ $repo =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] || usage "GITHUB_REPOSITORY '$repo' is not owner/name"
+if [[ ! -f $result ]]; then
+  # No artifacts: the run did not start (a configuration error, a failed preflight) or its job ended first. The
+  # comment says why, from what the run's job reported; there is nothing to publish.
+  [[ -n ${RUN_EXIT_CODE:-}${RUN_ERROR:-} ]] || usage "no result.json in '$artifacts'"
+  note "no result.json in '$artifacts' (the run ended ${RUN_EXIT_CODE:+with exit $RUN_EXIT_CODE }before its" \
+    "artifacts): nothing to publish"
+  printf '## prime-ci publish\n\n- the run left no artifacts: nothing to publish\n' >>"$summary"
+  finish
+fi
 remote=${REMOTE_URL:-${GITHUB_SERVER_URL:-https://github.com}/$repo.git}
 [[ ${MAX_FILES:-50} =~ ^[0-9]+$ ]] || usage "max-files '${MAX_FILES}' is not a number"
 [[ ${MAX_PATCH_BYTES:-1000000} =~ ^[0-9]+$ ]] || usage "max-patch-bytes '${MAX_PATCH_BYTES}' is not a number"
@@ -78,12 +152,19 @@ open_or_update_pr() {  # open_or_update_pr BASE HEAD TITLE BODY_FILE DRAFT OUTPU
   else
     local draft=()
     ! truthy "$5" || draft=(--draft)
-    url=$(gh pr create --repo "$repo" --base "$1" --head "$2" --title "$3" --body-file "$4" "${draft[@]}")
+    if ! url=$(gh pr create --repo "$repo" --base "$1" --head "$2" --title "$3" --body-file "$4" "${draft[@]}" \
+      2>"$tmp/create.err"); then
+      cat "$tmp/create.err" >&2
+      grep -qi "not permitted to create or approve pull requests" "$tmp/create.err" \
+        && refuse "pushed $2, but GitHub refused the $7 pull request: the repository setting \"Allow GitHub Actions to create and approve pull requests\" is off (Settings → Actions → General → Workflow permissions); turn it on, or publish with a GitHub App or fine-grained token (input token)"
+      refuse "pushed $2, but cannot open the $7 pull request: $(tail -n 1 "$tmp/create.err")"
+    fi
     url=$(tail -n 1 <<<"$url")
     note "opened the $7 pull request $url"
     printf -- '- opened the %s pull request: %s\n' "$7" "$url" >>"$summary"
   fi
   printf '%s-url=%s\n' "$6" "$url" >>"$out"
+  if [[ $6 == pr ]]; then change_url=$url; else harness_url=$url; fi
 }
 # commit_patch WORKDIR BASE_SHA PATCH MESSAGE [CHECK-PATHS ARGS...]: one commit, BASE_SHA + PATCH, checked
 # against the path policy before it exists.
@@ -107,13 +188,23 @@ commit_patch() {
 branch=${BRANCH:-prime-ci/$run_id}
 branch_ok "$branch" "prime-ci/" || usage "branch '$branch' must be a valid branch name under prime-ci/"
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 printf '## prime-ci publish (run %s)\n\n' "$run_id" >>"$summary"
-published=false
+
+# Nothing to publish (an unsuccessful run, an empty patch, no harness proposal): only the comment.
+patch="$artifacts/patch.diff"
+skipped=""
+if truthy "${REQUIRE_SUCCESS:-true}" && [[ $(helper field "$result" success) != true ]]; then
+  skipped="the run did not succeed ($(helper field "$result" stop_reason))"
+elif [[ ! -s $patch ]]; then
+  skipped="the run changed nothing"
+fi
+if [[ -n $skipped ]] && ! { truthy "${HARNESS:-true}" && [[ -f $artifacts/harness-pr.md ]]; }; then
+  note "$skipped: no change pull request"
+  printf -- '- nothing to publish: %s\n' "$skipped" >>"$summary"
+  finish --note "No fix pull request: ${skipped% (*)}."
+fi
 
 # 1. The target: the pull request the run worked on (its head must not have moved), or a base branch.
-pr_number=${PR_NUMBER:-}
 if [[ -n $pr_number ]]; then
   [[ $pr_number =~ ^[0-9]+$ ]] || usage "pr-number '$pr_number' is not a number"
   gh api "repos/$repo/pulls/$pr_number" >"$tmp/pr.json" || refuse "cannot read pull request #$pr_number"
@@ -143,12 +234,9 @@ base_allowed "$target" || refuse "target branch $target is not in allowed-base-b
 
 # 2. Build the commits. Nothing leaves this machine before every check has passed.
 [[ $branch != "$target" ]] || usage "branch and target are both $target"
-patch="$artifacts/patch.diff"
 change=false
-if truthy "${REQUIRE_SUCCESS:-true}" && [[ $(helper field "$result" success) != true ]]; then
-  note "the run did not succeed ($(helper field "$result" stop_reason)): no change pull request"
-elif [[ ! -s $patch ]]; then
-  note "the run changed nothing: no change pull request"
+if [[ -n $skipped ]]; then
+  note "$skipped: no change pull request"
 else
   size=$(wc -c <"$patch")
   ((size <= ${MAX_PATCH_BYTES:-1000000})) || refuse "patch.diff is $size bytes, more than max-patch-bytes ${MAX_PATCH_BYTES:-1000000}"
@@ -217,5 +305,4 @@ if $harness; then
   published=true
 fi
 [[ $published == true ]] || printf -- '- nothing to publish\n' >>"$summary"
-
-printf 'published=%s\n' "$published" >>"$out"
+if [[ -n $skipped ]]; then finish --note "No fix pull request: ${skipped% (*)}."; else finish; fi

@@ -32,7 +32,8 @@ from rendered import assert_inert
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-ACTIONS = [ROOT / "action.yml", ROOT / "publish" / "action.yml", ROOT / "action" / "report" / "action.yml"]
+ACTIONS = [ROOT / "action.yml", ROOT / "publish" / "action.yml", ROOT / "publish" / "preflight" / "action.yml",
+           ROOT / "action" / "report" / "action.yml"]
 WORKFLOWS = sorted((ROOT / "examples" / "workflows").glob("*.yml"))
 # Verified against the tags of the public actions/* repositories.
 PINS = {
@@ -161,7 +162,8 @@ def test_zizmor_finds_nothing_high() -> None:
 
 def test_scripts_pass_shellcheck() -> None:
     scripts = sorted((ROOT / "action").glob("*.sh")) + sorted((ROOT / "publish").glob("*.sh"))
-    assert {s.name for s in scripts} >= {"run.sh", "gate.sh", "install.sh", "sandbox.sh", "finish.sh", "publish.sh"}
+    assert {s.name for s in scripts} >= {"run.sh", "gate.sh", "install.sh", "sandbox.sh", "finish.sh", "publish.sh",
+                                         "preflight.sh"}  # fmt: skip
     proc = subprocess.run([tool("shellcheck"), "--shell=bash", *map(str, scripts)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -181,8 +183,12 @@ def test_workflow_policy() -> None:
             steps = job["steps"]
             writes = {k for k, v in job["permissions"].items() if v == "write"}
             publishes = any("/publish@" in s.get("uses", "") for s in steps)
+            # The publish step's preflight: its job's permissions, to check them; it runs nothing else.
+            preflight = any("/publish/preflight@" in s.get("uses", "") for s in steps)
             if publishes:
                 assert writes == {"contents", "pull-requests"}, where
+            elif preflight:
+                assert writes == {"contents", "pull-requests"} and len(steps) == 1, where
             elif writes:
                 # A commenter: only pull-requests: write, and it runs nothing but its own shell and downloads.
                 assert writes == {"pull-requests"}, where
@@ -432,7 +438,7 @@ def test_run_step_never_reports_an_older_runs_result(action_run: ActionRun, tmp_
                                   INPUT_OUT=str(stale))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert (out["exit-code"], out["stop-reason"], out["result"]) == ("2", "", ""), "prime-ci refused the used dir"
-    assert "before writing a summary" in summary
+    assert "configuration error (exit 2)" in summary and out["error"] and out["error"] in summary
 
 
 def test_run_step_setup_failure_with_the_jobs_python(tmp_path: Path) -> None:
@@ -576,7 +582,7 @@ def test_bench_step_runs_the_bench_reports_and_fails_on_its_threshold(tmp_path: 
     report = json.loads((bench_dir / "bench.json").read_text())
     assert [(t["id"], t["harness"], t["solved"]) for t in report["tasks"]] == [
         ("tag-order", "base", True), ("tag-order", "refined", False)]  # fmt: skip
-    assert (out["exit-code"], out["success"], out["solve-rate"]) == ("1", "false", "0.0")
+    assert (out["exit-code"], out["success"], out["solve-rate"], out["error"]) == ("1", "false", "0.0", "")
     assert (out["result"], out["report"]) == (str(bench_dir / "bench.json"), str(bench_dir / "bench.md"))
     assert out["artifact-name"] == "prime-ci-bench-4242-3-shard-7-of-8"
     assert int(out["total-tokens"]) == sum(h["total_tokens"] for h in report["harnesses"]) > 0
@@ -817,9 +823,10 @@ def publish(tmp: Path, artifacts: Path, origin: Path, *, head_sha: str | None = 
         (state / "pr-list.json").write_text(pr_list)
     for name in ("output", "summary"):
         (tmp / name).write_text("")
+    # the pull request comment has its own tests (test_pr_comment.py), against a fake GitHub that keeps comments
     env.update(GITHUB_OUTPUT=str(tmp / "output"), GITHUB_STEP_SUMMARY=str(tmp / "summary"), GITHUB_REPOSITORY="o/r",
                GITHUB_SERVER_URL="https://github.com", REMOTE_URL=str(origin), GH_TOKEN="ghs_writer",
-               ARTIFACTS_DIR=str(artifacts), **inputs)  # fmt: skip
+               ARTIFACTS_DIR=str(artifacts), COMMENT="false", **inputs)  # fmt: skip
     proc = subprocess.run(["bash", str(ROOT / "publish" / "publish.sh")], env=env, capture_output=True, text=True,
                           timeout=120)  # fmt: skip
     return Published(proc, calls(state), read_outputs(tmp / "output"), (tmp / "summary").read_text())
