@@ -1,7 +1,8 @@
-"""Whole trees the model had in its hands, walked by directory descriptors: removed (``rm -rf``).
+"""Whole trees the model had in its hands, walked by directory descriptors: removed (``rm -rf``) and aged (what a
+build wrote, set below the build's start).
 
 Every directory is opened beneath its parent's descriptor with ``O_NOFOLLOW`` and every name is handled relative to
-its directory (``unlinkat``): a symbolic link is never followed out of the tree, whatever a process
+its directory (``unlinkat``, ``utimensat``): a symbolic link is never followed out of the tree, whatever a process
 swaps in meanwhile, and no path is resolved again for each entry (``rm -rf`` resolves none either; the walk by full
 paths this replaces took longer than ``rm -rf``). A directory's names are read once, before anything in it
 changes. At most ``DEPTH`` directories are open at once, however deep the tree.
@@ -13,12 +14,78 @@ import contextlib
 import errno
 import os
 import stat
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-DEPTH = 64  # directories held open at once: a deeper one is moved up to be removed
+DEPTH = 64  # directories held open at once: a deeper one is moved up to be removed, and is not aged
+SECOND_NS = 10**9
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _Frame = tuple[int, list[str]]  # an open directory, and the names of its subdirectories still to visit
+
+
+def fs_now_ns(directory: Path) -> int:
+    """The file system's clock, now: the change time of a new file in ``directory`` (the kernel stamps files from
+    its own coarse clock, which may lag ``time.time_ns()``); every file written from now on carries a later one."""
+    fd, name = tempfile.mkstemp(prefix=".clock-", dir=directory)
+    try:
+        return os.fstat(fd).st_ctime_ns
+    finally:
+        os.close(fd)
+        os.unlink(name)
+
+
+def below(started_ns: int) -> int:
+    """What a build's outputs are aged to: the whole second before the build started. A source written after the
+    start is newer even to a tool that compares whole seconds (the distutils of setuptools 65.5, make where the
+    file system keeps whole seconds)."""
+    return (started_ns // SECOND_NS - 1) * SECOND_NS
+
+
+def age_written(top: Path, since_ns: int, to_ns: int) -> int:
+    """Every regular file beneath ``top`` whose status changed at or after ``since_ns`` (written, renamed in, or
+    copied with an older mtime kept: its change time says so) and whose mtime is later than ``to_ns`` gets
+    ``to_ns`` as its mtime, its access time kept; how many. Symbolic links and directories are left as they are,
+    and so is what lies deeper than ``DEPTH``."""
+    try:
+        root = os.open(top, _DIR)
+    except OSError:
+        return 0
+    subdirs: list[str] = []
+    stack: list[_Frame] = [(root, subdirs)]
+    try:
+        aged = _age_in(root, since_ns, to_ns, subdirs)
+        while stack:
+            fd, pending = stack[-1]
+            if not pending or len(stack) > DEPTH:
+                os.close(stack.pop()[0])
+                continue
+            try:
+                child = os.open(pending.pop(), _DIR, dir_fd=fd)
+            except OSError:
+                continue
+            subdirs = []
+            stack.append((child, subdirs))  # on the stack before anything else: closed whatever happens
+            aged += _age_in(child, since_ns, to_ns, subdirs)
+        return aged
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+
+
+def _age_in(fd: int, since_ns: int, to_ns: int, subdirs: list[str]) -> int:
+    """Age the files of one directory (how many), and list its subdirectories in ``subdirs``."""
+    aged = 0
+    for entry in _entries(fd):
+        with contextlib.suppress(OSError):
+            if entry.is_dir(follow_symlinks=False):
+                subdirs.append(entry.name)
+                continue
+            info = entry.stat(follow_symlinks=False)
+            if stat.S_ISREG(info.st_mode) and info.st_ctime_ns >= since_ns and info.st_mtime_ns > to_ns:
+                os.utime(entry.name, ns=(info.st_atime_ns, to_ns), dir_fd=fd, follow_symlinks=False)
+                aged += 1
+    return aged
 
 
 def remove_tree(top: str | Path) -> int:

@@ -1,11 +1,12 @@
 """Trees the model had in its hands, walked by directory descriptors (``isolation/trees.py``): the worktree's
-removal at teardown (``rm -rf``, never following a link out of the tree, read-only directories too, however
-deep)."""
+removal at teardown (``rm -rf``, never following a link out of the tree, read-only directories too, however deep)
+and the ageing of what a build wrote."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from prime_ci.isolation import hostuid
-from prime_ci.isolation.trees import DEPTH, remove_tree
+from prime_ci.isolation.trees import DEPTH, age_written, below, fs_now_ns, remove_tree
 from prime_ci.isolation.worktree import Worktree
 
 
@@ -129,3 +130,27 @@ def test_clear_removes_all_but_what_the_artifacts_need(tmp_path: Path, outside: 
     assert wt.clear() == entries + 1 + 2 + 1
     assert sorted(p.name for p in root.iterdir()) == ["git"]
     assert (outside / "dir" / "keep.txt").exists() and (outside / "file.txt").exists()
+
+
+def test_what_a_build_wrote_is_aged_below_its_start(tmp_path: Path, outside: Path) -> None:
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    (wt / "src.c").write_text("source")
+    source = (wt / "src.c").stat()
+    while (started := fs_now_ns(tmp_path)) <= source.st_ctime_ns:  # the clock's next tick: the build starts
+        pass
+    (wt / "build" / "lib").mkdir(parents=True)
+    (wt / "build" / "lib" / "mod.so").write_text("built")
+    (wt / "old.so").write_text("copied, its mtime kept")
+    os.utime(wt / "old.so", ns=(5, 7))
+    (wt / "link").symlink_to(outside / "file.txt")
+    os.utime(outside / "file.txt", ns=(started + 10, started + 10))
+    atime = (wt / "build" / "lib" / "mod.so").stat().st_atime_ns
+    assert age_written(wt, started, below(started)) == 1
+    built = (wt / "build" / "lib" / "mod.so").stat()
+    assert built.st_mtime_ns == below(started) == (started // 10**9 - 1) * 10**9 and built.st_atime_ns == atime
+    assert started // 10**9 > built.st_mtime_ns // 10**9, "an edit in the second the build started is newer"
+    assert (wt / "src.c").stat().st_mtime_ns == source.st_mtime_ns, "not written by the build"
+    assert (wt / "old.so").stat().st_mtime_ns == 7, "already older: never made newer"
+    assert (outside / "file.txt").stat().st_mtime_ns == started + 10, "a link is not followed"
+    assert stat.S_ISLNK((wt / "link").lstat().st_mode)
