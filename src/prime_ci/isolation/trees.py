@@ -15,19 +15,26 @@ import errno
 import os
 import stat
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 DEPTH = 64  # directories held open at once: a deeper one is moved up to be removed, and is not aged
 SECOND_NS = 10**9
+CLOCK_LAG_NS = 50_000_000  # more than a file system's clock lags the system's (a tick: 10 ms at HZ=100)
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _Frame = tuple[int, list[str]]  # an open directory, and the names of its subdirectories still to visit
 
 
 def fs_now_ns(directory: Path) -> int:
     """The file system's clock, now: the change time of a new file in ``directory`` (the kernel stamps files from
-    its own coarse clock, which may lag ``time.time_ns()``); every file written from now on carries a later one."""
-    fd, name = tempfile.mkstemp(prefix=".clock-", dir=directory)
+    its own coarse clock, which may lag ``time.time_ns()``); every file written from now on carries a later one.
+    When no file can be made there (a full disk), the system clock a little earlier: a source written just before
+    the build may then be aged with its outputs, which is harmless (the build read it)."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=".clock-", dir=directory)
+    except OSError:
+        return time.time_ns() - CLOCK_LAG_NS
     try:
         return os.fstat(fd).st_ctime_ns
     finally:
