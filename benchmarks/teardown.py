@@ -6,12 +6,14 @@ Not a test: it reports.
 Each round builds identical trees shaped like a worktree with a ``.venv`` (``bin/`` with scripts and a ``python``
 symlink out of the tree, ``lib64 -> lib``, ``site-packages`` of packages nested three levels deep with modules,
 ``__pycache__`` and ``dist-info``), one per variant, all written and synced before any is timed. ``rm`` is
-``rm -rf`` of the worktree's root (process wall time); ``prime-ci`` is ``Worktree.clear()`` on it, which is what a
+``rm -rf`` of ``work/`` (process wall time); ``prime-ci`` is ``Worktree.clear()`` on it, which is what a
 run's teardown calls, in a fresh process (this checkout, or ``--baseline SRC`` for another). Each variant runs once
-per round, in an order rotated every round, with a sync after each (untimed: what one removal leaves to write
-back is not charged to the next); the figures are the median time and the median of the rounds' ratios to ``rm``
-(a shared disk makes whole rounds slower or faster together). ``--dir /dev/shm`` takes the disk out: what is
-left is each variant's own cost in system calls and CPU.
+per round, in an order rotated every round. Two figures each: ``returned``, until the removal returns (what a run
+waits for), and ``synced``, until a ``sync`` after it is done too (what it left to write back is charged to it,
+never to the next variant: on ext4 mounted with ``discard`` that is most of the work, and when it lands is luck).
+Reported: the median time and the median of the rounds' ratios to ``rm`` (a shared disk makes whole rounds slower
+or faster together). ``--dir /dev/shm`` takes the disk out: what is left is each variant's own cost in system
+calls and CPU.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import machine, measured_at, say, write_numbers
 
 HERE = Path(__file__).resolve().parent
+METRICS = ("returned", "synced")  # until the removal returns (what a run waits for); until a sync after it is done
 CLEAR = """
 import sys, time
 from pathlib import Path
@@ -105,7 +108,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=HERE / "results" / "teardown.json")
     args = parser.parse_args()
     variants = ["rm", "prime-ci"] + (["base"] if args.baseline else [])
-    samples: dict[str, list[float]] = {v: [] for v in variants}
+    samples: dict[str, dict[str, list[float]]] = {m: {v: [] for v in variants} for m in METRICS}
     removed: dict[str, int] = {}
     load = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory(prefix="prime-ci-bench-teardown-", dir=args.dir) as tmp:
@@ -116,25 +119,29 @@ def main() -> int:
             os.sync()
             for variant in order:
                 if variant == "rm":
-                    samples[variant].append(time_rm(roots[variant]))
+                    seconds = time_rm(roots[variant])
                 else:
                     src = HERE.parent / "src" if variant == "prime-ci" else args.baseline
                     seconds, removed[variant] = time_clear(roots[variant], src)
-                    samples[variant].append(seconds)
+                started = time.monotonic()
+                os.sync()  # what the removal left to write back: charged to it here, never to the next one
+                samples["returned"][variant].append(seconds)
+                samples["synced"][variant].append(seconds + time.monotonic() - started)
                 if (roots[variant] / "work").exists() or not Path(sys.executable).exists():
                     raise RuntimeError(f"{variant}: the tree is not gone, or a link out of it was followed")
-                os.sync()  # untimed: what one removal left to write back is not charged to the next
-            say(f"round {round_no + 1}: {made['rm']} entries; "
-                + ", ".join(f"{v} {samples[v][-1]:.2f}s" for v in variants))
+            say(f"round {round_no + 1}: {made['rm']} entries; " + ", ".join(
+                f"{v} {samples['returned'][v][-1]:.2f}s (synced {samples['synced'][v][-1]:.2f}s)" for v in variants))
     load.append(os.getloadavg()[0])
     rows: dict[str, dict[str, Any]] = {}
-    for variant, times in samples.items():
-        ratios = [x / r for x, r in zip(times, samples["rm"], strict=True)]
-        rows[variant] = {"median_s": round(statistics.median(times), 3), "samples_s": [round(x, 3) for x in times],
-                         "ratio": round(statistics.median(ratios), 2)}
+    for metric, by_variant in samples.items():
+        for variant, times in by_variant.items():
+            ratios = [x / r for x, r in zip(times, by_variant["rm"], strict=True)]
+            rows[f"{variant} ({metric})"] = {"median_s": round(statistics.median(times), 3),
+                                             "samples_s": [round(x, 3) for x in times],
+                                             "ratio": round(statistics.median(ratios), 2)}
     m = machine()
     print(f"Removing a {args.entries}-entry worktree (uv-like .venv), {measured_at(m)}, load {load[0]:.1f} -> "
-          f"{load[1]:.1f}, {args.repeat} round(s):\n")
+          f"{load[1]:.1f}, {args.repeat} round(s), in {args.dir or tempfile.gettempdir()}:\n")
     print("| variant | median | samples (s) | ÷ rm -rf (median of rounds) |\n|---|---|---|---|")
     for variant, row in rows.items():
         print(f"| {variant} | {row['median_s']:.2f} s | {', '.join(f'{x:.2f}' for x in row['samples_s'])} "

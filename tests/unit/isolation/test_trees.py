@@ -5,6 +5,7 @@ and the ageing of what a build wrote."""
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import stat
 import tempfile
@@ -99,6 +100,26 @@ def test_read_only_directories_inside_go_too(scratch: Path) -> None:
     entries = make_read_only(top)
     assert as_owner(top, lambda: remove_tree(top)) == entries + 1
     assert not top.exists()
+
+
+@pytest.mark.parametrize("workers", [1, 8])
+def test_a_wide_tree_goes_whole_whatever_the_threads(tmp_path: Path, outside: Path, workers: int) -> None:
+    top, entries = tmp_path / "work", 1
+    rng = random.Random(38)
+    dirs = [top]
+    top.mkdir()
+    for i in range(1500):  # the top holds more than a batch of files; many directories hold a few, some none
+        path = (top if i < 200 else rng.choice(dirs)) / f"e{i}"
+        if i % 7 == 0:
+            path.mkdir()
+            dirs.append(path)
+        elif i % 31 == 0:
+            path.symlink_to(outside / "dir")
+        else:
+            path.write_text("x")
+        entries += 1
+    assert remove_tree(top, workers=workers) == entries
+    assert not top.exists() and (outside / "dir" / "keep.txt").exists()
 
 
 def test_a_link_or_a_file_at_the_top_is_removed_itself(tmp_path: Path, outside: Path) -> None:
