@@ -10,9 +10,17 @@ What a build writes is not the model's doing. Ignored files that can steer a tes
 watched by content: the run vouches for those it started with and for what its builds wrote, so only what the
 model changed stays a hidden change (exit 7). A file the model changes after a build is its own again; when it
 sits where a build writes (a module built by hand in a cell), it is moved aside for the build step, and the
-build's output replaces it. If the build does not write that path, the model's file is put back. Untracked
-paths a build creates (an extension module the project does not ignore, a ``build/`` tree) are left out of the
-diff, as setup's are.
+build's output replaces it. If the build does not write that path, the model's file is put back (renamed both
+ways: its mtime is kept to the nanosecond). Untracked paths a build creates (an extension module the project does
+not ignore, a ``build/`` tree) are left out of the diff, as setup's are.
+
+What a build writes is aged below the build's start (``trees.below``: the whole second before it), so every
+source the model changes afterwards is newer than the outputs, even to a build tool that compares whole seconds
+(the distutils of setuptools 65.5, which a Python 3.11 venv carries, skips an extension whose ``.so`` has the
+second of its source, and gives its in-place copy an mtime cut to the second; so does make where the file system
+keeps whole seconds): without it, a fix made in the second the build ended was never compiled. A source written
+in the second before a build may look newer than its outputs once more: at worst one more rebuild, never a stale
+one.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from prime_ci.gates.protect import hidden_changes, steers_runner
 from prime_ci.gates.runner import run_gate
 from prime_ci.gates.specs import BuildSpec, SetupEntry
 from prime_ci.isolation.limits import Limits
+from prime_ci.isolation.trees import age_written, below, fs_now_ns
 from prime_ci.isolation.untrusted import strip_ansi
 from prime_ci.isolation.worktree import Worktree
 
@@ -95,6 +104,7 @@ class Builder:
         moved = await asyncio.to_thread(self._move_aside)
         try:
             before = await asyncio.to_thread(watched_ignored, wt, self.exclude)
+            started = await asyncio.to_thread(fs_now_ns, wt.root)
             self.last = []
             for spec in self.specs:
                 result = await run_gate(spec.as_gate(), cwd=wt.path, env=self.env, log_dir=self.log_dir,
@@ -110,6 +120,7 @@ class Builder:
                     say(f"build {spec.name}: {state} in {format_duration(outcome.duration_s)} -> {outcome.log}")
                 if not outcome.passed:
                     break
+            await asyncio.to_thread(age_written, wt.path, started, below(started))
             if created := [p for p in await asyncio.to_thread(wt.untracked) if p not in untracked]:
                 wt.ignore(created)  # build products the project does not ignore: never part of the patch
             after = await asyncio.to_thread(watched_ignored, wt, self.exclude)

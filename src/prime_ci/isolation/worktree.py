@@ -7,8 +7,6 @@ that lives outside the worktree (so a planted ``.git`` file or config inside it 
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import shutil
 import subprocess
@@ -26,6 +24,7 @@ from prime_ci.isolation.gitcall import GitDiskFull as GitDiskFull
 from prime_ci.isolation.gitcall import GitError as GitError
 from prime_ci.isolation.gitcall import git as git
 from prime_ci.isolation.gitcall import git_text as git_text
+from prime_ci.isolation.trees import remove_tree
 
 
 @dataclass
@@ -93,30 +92,8 @@ class Worktree:
         count = 0
         for child in sorted(self.root.iterdir()) if self.root.is_dir() else []:
             if child.name not in keep:
-                count += _remove_tree(str(child))
+                count += remove_tree(child)
         return count
-
-
-def _remove_tree(top: str) -> int:
-    """``rm -rf top`` (symbolic links are removed, never followed), counting the entries; what cannot be
-    removed is left, as ``shutil.rmtree(ignore_errors=True)`` does."""
-    if os.path.islink(top) or not os.path.isdir(top):
-        with contextlib.suppress(OSError):
-            os.unlink(top)
-        return 1
-    count = 0
-    for parent, dirs, files in os.walk(top, topdown=False):
-        for name in files:
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.join(parent, name))
-        for name in dirs:
-            path = os.path.join(parent, name)
-            with contextlib.suppress(OSError):
-                os.unlink(path) if os.path.islink(path) else os.rmdir(path)
-        count += len(files) + len(dirs)
-    with contextlib.suppress(OSError):
-        os.rmdir(top)
-    return count + 1
 
 
 def is_url(repo: str) -> bool:
