@@ -1,0 +1,80 @@
+"""Issue 40, acceptance 2: ``--from-session``'s first request is, message for message, the request Prime Agent's
+own code makes at the session's leaf: ``buildSessionContext``, its agent's ``convertToLlm`` and its OpenAI
+chat-completions provider's ``convertMessages`` (``transformMessages`` inside), run under node
+(``prime_agent_code``; ``fixtures/prime_agent/read.mjs request``).
+
+The comparison is in the chat-completions shape prime-ci sends, the system prompt and prime-ci's closing note
+(what is new: the fresh clone and kernel) aside, with two readings of Prime Agent's side, both the same request
+to the API: a user message whose content is a list of text parts is its text (prime-ci sends strings), and the
+answer its provider layer invents for a call that got no result, "No result provided", is prime-ci's ``NOT_RUN``
+(which says why; it sits at the same place, right after the call's turn).
+
+The sessions: every message kind Prime Agent writes, written by its own SessionManager and message creators
+(``fixtures/prime_agent/corpus.mjs``), and the fixtures it wrote (``fixtures/prime_agent/*.jsonl``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import prime_agent_code
+from conftest import cli_inproc
+from prime_ci.engine.from_session import NOT_RUN
+from prime_ci.testing import ScriptedServer, reply
+from unit.engine.prime_agent_fixtures import FIXTURES
+
+CORPUS = ["tools", "compactions", "branches", "bash", "custom"]
+FIXTURE_FILES = sorted(p.name for p in FIXTURES.glob("*.jsonl"))
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    prime_agent_code.require()
+    written: dict[str, str] = prime_agent_code.read("corpus", tmp_path_factory.mktemp("corpus"))
+    assert sorted(written) == sorted(CORPUS)
+    return written
+
+
+def prime_agent_request(session: Path) -> list[dict[str, Any]]:
+    """Prime Agent's request at the leaf, read as prime-ci writes the same request."""
+    out = []
+    for m in prime_agent_code.read("request", session):
+        m = dict(m)
+        if m["role"] == "user" and isinstance(m["content"], list):
+            assert all(p["type"] == "text" for p in m["content"]), m
+            m["content"] = "".join(p["text"] for p in m["content"])
+        if m["role"] == "tool" and m["content"] == "No result provided":
+            m["content"] = NOT_RUN
+        out.append(m)
+    return out
+
+
+def first_request(tmp_path: Path, repo: Path, server: ScriptedServer, session: Path) -> list[dict[str, Any]]:
+    server.add(reply("done"))
+    proc = cli_inproc(["run", str(repo), "--from-session", str(session), "--gate", "true", "--max-turns", "1",
+                       "--model", "openai/scripted", "--api-base", server.url, "--out", str(tmp_path / "out"),
+                       "--sandbox", "off"], cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test"})
+    assert server.chat_requests, proc.stderr
+    messages: list[dict[str, Any]] = server.chat_requests[0].body["messages"]
+    assert messages[0]["role"] == "system" and "Python kernel is new" in messages[-1]["content"]
+    return messages[1:-1]
+
+
+@pytest.mark.parametrize("name", CORPUS)
+def test_sessions_of_every_kind_prime_agent_writes(
+    name: str, corpus: dict[str, str], tmp_path: Path, buggy_repo: Path, server: ScriptedServer
+) -> None:
+    session = Path(corpus[name])
+    assert first_request(tmp_path, buggy_repo, server, session) == prime_agent_request(session)
+
+
+@pytest.mark.parametrize("name", FIXTURE_FILES)
+def test_the_sessions_prime_agent_wrote_as_fixtures(
+    name: str, tmp_path: Path, buggy_repo: Path, server: ScriptedServer
+) -> None:
+    prime_agent_code.require()
+    session = FIXTURES / name
+    assert first_request(tmp_path, buggy_repo, server, session) == prime_agent_request(session)
