@@ -31,25 +31,30 @@ FIXTURE_FILES = sorted(p.name for p in FIXTURES.glob("*.jsonl"))
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def sessions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every session of the comparison by its name, the corpus written (once) with Prime Agent's code."""
     prime_agent_code.require()
     written: dict[str, str] = prime_agent_code.read("corpus", tmp_path_factory.mktemp("corpus"))
     assert sorted(written) == sorted(CORPUS)
-    return written
+    return {**{name: Path(path) for name, path in written.items()}, **{name: FIXTURES / name for name in FIXTURE_FILES}}
 
 
-def prime_agent_request(session: Path) -> list[dict[str, Any]]:
-    """Prime Agent's request at the leaf, read as prime-ci writes the same request."""
-    out = []
-    for m in prime_agent_code.read("request", session):
-        m = dict(m)
-        if m["role"] == "user" and isinstance(m["content"], list):
-            assert all(p["type"] == "text" for p in m["content"]), m
-            m["content"] = "".join(p["text"] for p in m["content"])
-        if m["role"] == "tool" and m["content"] == "No result provided":
-            m["content"] = NOT_RUN
-        out.append(m)
-    return out
+@pytest.fixture(scope="module")
+def prime_agent(sessions: dict[str, Path]) -> dict[str, list[dict[str, Any]]]:
+    """Prime Agent's request at the leaf of each session (one node process for all)."""
+    answers = prime_agent_code.read("request", *sessions.values())
+    return {name: [read_as_prime_ci(m) for m in answers[str(path)]] for name, path in sessions.items()}
+
+
+def read_as_prime_ci(m: dict[str, Any]) -> dict[str, Any]:
+    """A message of Prime Agent's request, read as prime-ci writes the same request."""
+    m = dict(m)
+    if m["role"] == "user" and isinstance(m["content"], list):
+        assert all(p["type"] == "text" for p in m["content"]), m
+        m["content"] = "".join(p["text"] for p in m["content"])
+    if m["role"] == "tool" and m["content"] == "No result provided":
+        m["content"] = NOT_RUN
+    return m
 
 
 def first_request(tmp_path: Path, repo: Path, server: ScriptedServer, session: Path) -> list[dict[str, Any]]:
@@ -63,18 +68,9 @@ def first_request(tmp_path: Path, repo: Path, server: ScriptedServer, session: P
     return messages[1:-1]
 
 
-@pytest.mark.parametrize("name", CORPUS)
-def test_sessions_of_every_kind_prime_agent_writes(
-    name: str, corpus: dict[str, str], tmp_path: Path, buggy_repo: Path, server: ScriptedServer
+@pytest.mark.parametrize("name", CORPUS + FIXTURE_FILES)
+def test_the_first_request_is_prime_agents_own_at_the_leaf(
+    name: str, sessions: dict[str, Path], prime_agent: dict[str, list[dict[str, Any]]], tmp_path: Path,
+    buggy_repo: Path, server: ScriptedServer
 ) -> None:
-    session = Path(corpus[name])
-    assert first_request(tmp_path, buggy_repo, server, session) == prime_agent_request(session)
-
-
-@pytest.mark.parametrize("name", FIXTURE_FILES)
-def test_the_sessions_prime_agent_wrote_as_fixtures(
-    name: str, tmp_path: Path, buggy_repo: Path, server: ScriptedServer
-) -> None:
-    prime_agent_code.require()
-    session = FIXTURES / name
-    assert first_request(tmp_path, buggy_repo, server, session) == prime_agent_request(session)
+    assert first_request(tmp_path, buggy_repo, server, sessions[name]) == prime_agent[name]
