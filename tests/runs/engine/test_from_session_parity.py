@@ -9,6 +9,8 @@ to the API: a user message whose content is a list of text parts is its text (pr
 answer its provider layer invents for a call that got no result, "No result provided", is prime-ci's ``NOT_RUN``
 (which says why; it sits at the same place, right after the call's turn).
 
+What the run wrote is read back by ``prime-ci resume`` as the same conversation.
+
 The sessions: every message kind Prime Agent writes, written by its own SessionManager and message creators
 (``fixtures/prime_agent/corpus.mjs``), and the fixtures it wrote (``fixtures/prime_agent/*.jsonl``).
 """
@@ -23,6 +25,8 @@ import pytest
 import prime_agent_code
 from conftest import cli_inproc
 from prime_ci.engine.from_session import NOT_RUN
+from prime_ci.engine.resume import rebuild
+from prime_ci.session.log import read_session
 from prime_ci.testing import ScriptedServer, reply
 from unit.engine.prime_agent_fixtures import FIXTURES
 
@@ -65,6 +69,8 @@ def first_request(tmp_path: Path, repo: Path, server: ScriptedServer, session: P
     assert server.chat_requests, proc.stderr
     messages: list[dict[str, Any]] = server.chat_requests[0].body["messages"]
     assert messages[0]["role"] == "system" and "Python kernel is new" in messages[-1]["content"]
+    # what the run wrote is read back the same: `prime-ci resume` goes on with the conversation it sent
+    assert rebuild(read_session(tmp_path / "out" / "session.jsonl")).messages[:len(messages) - 1] == messages[1:]
     return messages[1:-1]
 
 
