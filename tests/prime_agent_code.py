@@ -12,9 +12,12 @@ taken from the first of:
 A tarball is used only if its sha256 matches its line in the ``SHA256SUMS`` beside it. npm installs the runtime
 dependencies and esbuild, and esbuild bundles, unchanged, the session manager, the sub-agent tree with its usage
 sums (``core/context-tree.ts``) and the spawn ledger that lists sub-agents from their parents' registries
-(``modes/daemon/rlm-ledger.ts``). One change of wiring: the module that registers the model providers (a
-side-effect import of the model package) is left out, so no provider SDK is needed; no code path used here calls
-a model. The build is cached per commit under ``~/.cache/prime-ci-tests``.
+(``modes/daemon/rlm-ledger.ts``), and what turns a session's context into a request: the agent's converter
+(``core/messages.ts``: ``convertToLlm``) and the OpenAI chat-completions provider's ``convertMessages``
+(``providers/openai-completions.ts``, with ``transformMessages``). Two changes of wiring: the module that
+registers the model providers (a side-effect import of the model package) is left out, and the ``openai`` SDK and
+``partial-json`` are stubs (only the client and the stream parser use them), so no provider SDK is needed; no code
+path used here calls a model. The build is cached per commit and build recipe under ``~/.cache/prime-ci-tests``.
 
 Where the sources or node are missing, ``require()`` skips the test, with the reason; under CI (``CI`` set to
 ``true`` or ``1``) it fails it instead, so that these tests never go quietly unrun there.
@@ -49,11 +52,15 @@ const wiring = { name: "wiring", setup(b) {
   b.onResolve({ filter: /^@earendil-works\\/pi-ai$/ }, () => ({ path: root + "/packages/ai/src/stream.ts" }));
   b.onResolve({ filter: /register-builtins\\.js$/ }, () => ({ path: "providers", namespace: "left-out" }));
   b.onLoad({ filter: /.*/, namespace: "left-out" }, () => ({ contents: "", loader: "js" }));
+  b.onResolve({ filter: /^(openai|partial-json)$/ }, (a) => ({ path: a.path, namespace: "stream-only" }));
+  b.onLoad({ filter: /.*/, namespace: "stream-only" }, () => ({ loader: "js",
+    contents: "export default class OpenAI {}; export const parse = () => ({});" }));
 }};
-const entries = { "session-manager": "core/session-manager.ts", "context-tree": "core/context-tree.ts",
-  "rlm-ledger": "modes/daemon/rlm-ledger.ts" };
+const entries = { "session-manager": "coding-agent/src/core/session-manager.ts",
+  "context-tree": "coding-agent/src/core/context-tree.ts", "rlm-ledger": "coding-agent/src/modes/daemon/rlm-ledger.ts",
+  "messages": "coding-agent/src/core/messages.ts", "openai-completions": "ai/src/providers/openai-completions.ts" };
 for (const [name, path] of Object.entries(entries)) {
-  await build({ entryPoints: ["packages/coding-agent/src/" + path], bundle: true, platform: "node", format: "esm",
+  await build({ entryPoints: ["packages/" + path], bundle: true, platform: "node", format: "esm",
     target: "node20", outfile: name + ".mjs", packages: "external", plugins: [wiring], logLevel: "error" });
 }
 """
@@ -114,7 +121,8 @@ def verified(path: Path) -> Path:
 def build_dir() -> Path:
     """The bundled modules, built once per commit (concurrent test processes wait for one build)."""
     home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    cache = home / "prime-ci-tests" / f"prime-agent-{COMMIT[:12]}"
+    recipe = hashlib.sha256((BUILD + " ".join(NPM_PACKAGES)).encode()).hexdigest()[:8]  # a new module: a new build
+    cache = home / "prime-ci-tests" / f"prime-agent-{COMMIT[:12]}-{recipe}"
     done = cache / "built"
     if done.exists():
         return cache

@@ -1,7 +1,8 @@
 """``prime-ci run REPO --from-session FILE``: go on with the conversation of a session Prime Agent (or prime-ci)
 wrote, under this run's gates and budgets.
 
-What is taken is what the model saw last there, by Prime Agent's context rule: the active branch (the parent
+What is taken is what the model saw last there, by Prime Agent's context rule and converter
+(``prime_agent_context``): the active branch (the parent
 chain from the last entry), and with a compaction on it the latest one's summary, the entries from its
 ``firstKeptEntryId`` up to it, and those after it. Those entries are written again into the new session (new
 ids, one chain; assistant usage zeroed, as that spend was the earlier session's) with the summary as a
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prime_ci.engine.resume import context_message
+from prime_ci.engine.prime_agent_context import provider_message
 from prime_ci.errors import ConfigError
 from prime_ci.loop.agent import Agent
 from prime_ci.loop.compact import summary_message
@@ -27,7 +28,6 @@ from prime_ci.session.read import parts_text
 from prime_ci.session.wellformed import malformed
 
 NOT_RUN = "[not run: the session was continued in prime-ci before this call had a result]"
-BRANCH_SUMMARY = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
 
 
 @dataclass
@@ -69,14 +69,14 @@ def load_origin(path: Path) -> Origin:
     at = max((i for i, e in enumerate(branch) if e.get("type") == "compaction"), default=None)
     origin = Origin(path.resolve(), header["id"])
     if at is None:
-        origin.after = [e for e in branch if _in_context(e)]
+        origin.after = [e for e in branch if provider_message(e) is not None]
     else:
         compaction = branch[at]
         kept = _kept_from(compaction, session.entries)
         first = next((i for i, e in enumerate(branch[:at]) if kept(e)), at)
         origin.summary = str(compaction.get("summary") or "")
-        origin.kept = [e for e in branch[first:at] if _in_context(e)]
-        origin.after = [e for e in branch[at + 1:] if _in_context(e)]
+        origin.kept = [e for e in branch[first:at] if provider_message(e) is not None]
+        origin.after = [e for e in branch[at + 1:] if provider_message(e) is not None]
     if origin.summary is None and not origin.after:
         raise ConfigError(f"{what}: the session has no conversation to continue")
     origin.task = next((parts_text(e["message"].get("content") or "") for e in branch if e.get("type") == "message"
@@ -96,64 +96,45 @@ def _kept_from(compaction: dict[str, Any], entries: list[dict[str, Any]]) -> Cal
     return lambda entry: entry.get("id") == first
 
 
-def _in_context(entry: dict[str, Any]) -> bool:
-    """Whether ``_provider`` gives the entry a message, without building it (the copy does, once)."""
-    kind = entry.get("type")
-    if kind == "message":
-        message = entry.get("message")
-        if not isinstance(message, dict):
-            return False
-        role = message.get("role")
-        return role in ("user", "assistant", "toolResult") or (role == "bashExecution"
-                                                               and not message.get("excludeFromContext"))
-    return kind in ("custom_message", "branch_summary")
-
-
-def _provider(entry: dict[str, Any]) -> dict[str, Any] | None:
-    """The provider message of a context entry (Prime Agent's kinds prime-ci does not write included)."""
-    if entry.get("type") == "branch_summary":
-        return {"role": "user", "content": BRANCH_SUMMARY + str(entry.get("summary") or "") + "\n</summary>"}
-    message = entry.get("message") or {}
-    role = message.get("role")
-    if role == "bashExecution":
-        if message.get("excludeFromContext"):
-            return None
-        return {"role": "user", "content": f"Ran `{message.get('command', '')}`\n{message.get('output', '')}"}
-    if entry.get("type") == "message" and role not in ("user", "assistant", "toolResult"):
-        return None
-    return context_message(entry)
-
-
 class Continuation:
-    """Writes an origin's conversation into a new session and gives it to the agent's conversation."""
+    """Writes an origin's conversation into a new session and gives it to the agent's conversation.
+
+    A call that got no result is answered (``NOT_RUN``, logged) right after the results its turn did get, before
+    the next message, where chat APIs require it and where Prime Agent's provider layer puts its own answer; a
+    result whose call is not in the context is left out, as a provider would refuse it."""
 
     def __init__(self, origin: Origin, log: SessionLog) -> None:
         self.origin, self.log = origin, log
-        self.messages: list[tuple[dict[str, Any], str]] = []
-        self._calls: set[str] = set()  # tool calls with no result yet
+        self._calls: list[str] = []  # the calls of the latest assistant turn that have no result yet
 
     def write(self, note: str) -> list[tuple[dict[str, Any], str]]:
         """(provider message, entry id) in context order: the summary first, then the kept and later entries."""
         origin = self.origin
         start = self.log.custom("prime_ci.from_session", {"file": str(origin.path), "session": origin.session_id,
                                                           "load_s": round(origin.load_s, 3)})
-        kept = [self._copy(e) for e in origin.kept]
+        kept = [m for e in origin.kept for m in self._copy(e)]
         head: list[tuple[dict[str, Any], str]] = []
         if origin.summary is not None:
             first = next((eid for _, eid in kept), start)  # nothing kept: an entry that adds nothing to the context
             eid = self.log.append("compaction", summary=origin.summary, firstKeptEntryId=first, tokensBefore=0,
                                   details={"fromSession": str(origin.path)})
             head = [(summary_message(origin.summary), eid)]
-        after = [self._copy(e) for e in origin.after]
-        answers = [self._answer(call) for call in sorted(self._calls)]
+        after = [m for e in origin.after for m in self._copy(e)]
+        answers = self._answers()
         said = self.log.custom_message("prime_ci.from_session", note)
-        return [*head, *(m for m in kept + after if m[0]), *answers, ({"role": "user", "content": note}, said)]
+        return [*head, *kept, *after, *answers, ({"role": "user", "content": note}, said)]
 
-    def _copy(self, entry: dict[str, Any]) -> tuple[dict[str, Any], str]:
-        message = _provider(entry)
+    def _copy(self, entry: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+        """The entry written again, after the answers its place calls for; its message first in none or one."""
+        message = provider_message(entry)
         assert message is not None
-        if message["role"] == "tool" and message.get("tool_call_id") not in self._calls:
-            return {}, ""  # a result whose call is not in the context: a provider would refuse it
+        if message["role"] == "tool":
+            if message.get("tool_call_id") not in self._calls:
+                return []  # a result whose call is not in the context: a provider would refuse it
+            self._calls.remove(str(message["tool_call_id"]))
+            out: list[tuple[dict[str, Any], str]] = []
+        else:
+            out = self._answers()
         if entry.get("type") == "message":
             logged = dict(entry["message"])
             if logged.get("role") == "assistant":
@@ -162,16 +143,21 @@ class Continuation:
         elif entry.get("type") == "branch_summary":
             eid = self.log.append("branch_summary", summary=entry.get("summary"), fromId=self.log.last_id or "")
         else:
-            eid = self.log.custom_message(str(entry.get("customType") or "custom"), parts_text(entry.get("content")
-                                                                                               or ""))
-        self._calls.update(c["id"] for c in message.get("tool_calls") or [])
-        self._calls.discard(str(message.get("tool_call_id")))
-        return message, eid
+            eid = self.log.append("custom_message", customType=str(entry.get("customType") or "custom"),
+                                  content=entry.get("content"), display=bool(entry.get("display", True)))
+        if message["role"] == "assistant":
+            self._calls = [c["id"] for c in message.get("tool_calls") or []]
+        return [*out, (message, eid)]
 
-    def _answer(self, call: str) -> tuple[dict[str, Any], str]:
-        eid = self.log.message("toolResult", [{"type": "text", "text": NOT_RUN}], toolCallId=call, toolName="",
-                               isError=True)
-        return {"role": "tool", "tool_call_id": call, "content": NOT_RUN}, eid
+    def _answers(self) -> list[tuple[dict[str, Any], str]]:
+        """Answers for the calls still open, in the order they were made; none are open after."""
+        out = []
+        for call in self._calls:
+            eid = self.log.message("toolResult", [{"type": "text", "text": NOT_RUN}], toolCallId=call, toolName="",
+                                   isError=True)
+            out.append(({"role": "tool", "tool_call_id": call, "content": NOT_RUN}, eid))
+        self._calls = []
+        return out
 
 
 def go_on(agent: Agent, origin: Origin, base_commit: str) -> None:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from prime_ci.artifacts.schemas import ResultModel, RoundEntry
 from prime_ci.engine.config import RunConfig
+from prime_ci.engine.prime_agent_context import provider_message
 from prime_ci.errors import ConfigError
 from prime_ci.gates.runner import GateSpec
 from prime_ci.isolation import limits
@@ -104,7 +105,9 @@ def rebuild(session: SessionFile) -> ResumeState:
         first = compaction.get("firstKeptEntryId")
         start = next((i for i, e in enumerate(path[:at]) if e.get("id") == first), at)
         tail = path[start:at] + path[at + 1:]
-    kept = head + [(m, e["id"]) for e in tail if (m := context_message(e)) is not None]
+    copied = _copied(path)
+    kept = head + [(m, e["id"]) for e in tail
+                   if (m := provider_message(e) if id(e) in copied else context_message(e)) is not None]
     messages = [m for m, _ in kept]
     ids: list[str | None] = [i for _, i in kept]
     for entry in path:
@@ -119,6 +122,19 @@ def rebuild(session: SessionFile) -> ResumeState:
     state.messages, state.ids = messages, ids
     state.wall_spent = _wall_spent(session)
     return state
+
+
+def _copied(path: list[dict[str, Any]]) -> set[int]:
+    """The entries ``--from-session`` wrote from another session (``id()`` of each): read as that session's writer
+    reads them (``prime_agent_context``), as the run's first request sent them; a ``!cmd``, a branch summary."""
+    copied: set[int] = set()
+    inside = False
+    for entry in path:
+        if entry.get("customType") == "prime_ci.from_session":
+            inside = entry.get("type") == "custom"  # its record opens the copy, its note to the model closes it
+        elif inside:
+            copied.add(id(entry))
+    return copied
 
 
 def last_assistant(entries: list[dict[str, Any]]) -> tuple[str, dict[str, Any]] | None:
