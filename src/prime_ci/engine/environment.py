@@ -23,6 +23,7 @@ from prime_ci.gates.specs import BuildSpec
 from prime_ci.isolation import home_tools, hostuid, projenv
 from prime_ci.isolation import limits as limits_mod
 from prime_ci.isolation import sandbox as sandbox_mod
+from prime_ci.isolation.paths import inside_any
 from prime_ci.isolation.project_layer import swap
 from prime_ci.isolation.sandbox import scrubbed_env
 from prime_ci.isolation.worktree import is_url
@@ -123,10 +124,16 @@ def adopt_toolchain(prep: Prepared, judge: Judge, kernel_env: dict[str, str]) ->
     prep.project = projenv.relayer(prep.project, interp)
     prep.tools_note = toolchains.prompt_note(found, made)
     if (sandbox := prep.sandbox) is not None:
-        sandbox.readonly = [*sandbox.readonly, *interp.dirs()]
-        judge.launcher = sandbox.wrap([])
+        # the kernel's cells see the environment read-only; the gates and builds run the tool, which writes in the
+        # environment it made (tox's logs, the package reinstalled each round by tox and `nox -r`, uv's sync),
+        # so where it lies in a directory the sandbox writes (the worktree, the scratch home) it stays writable
+        dirs = interp.dirs()
+        own = [d for d in dirs if not inside_any(sandbox.writable, d, resolve=True)]
+        gates = dataclasses.replace(sandbox, readonly=[*sandbox.readonly, *own])
+        sandbox.readonly = [*sandbox.readonly, *dirs]
+        judge.launcher = gates.wrap([])
         if judge.builds is not None:
-            judge.builds.launcher = dataclasses.replace(sandbox, writable=[*sandbox.writable, str(prep.project.root)],
+            judge.builds.launcher = dataclasses.replace(gates, writable=[*gates.writable, str(prep.project.root)],
                                                         network=False).wrap([])
     return made
 
