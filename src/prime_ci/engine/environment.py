@@ -113,7 +113,8 @@ def adopt_toolchain(prep: Prepared, judge: Judge, kernel_env: dict[str, str]) ->
     and builds' sandbox then shows that environment's interpreter too."""
     found = toolchains.recognise(prep.worktree.path)
     offline = toolchains.offline_env(found)
-    prep.tools_note = toolchains.prompt_note(found, None)
+    sandboxed = prep.sandbox is not None
+    prep.tools_note = toolchains.prompt_note(found, None, sandboxed=sandboxed)
     judge.env.update(offline)  # the builds share the gates' environment
     kernel_env.update(offline)
     made = next(((t, env) for t in found if (env := t.environment(prep.worktree.path, prep.worktree.root / "home"))),
@@ -122,7 +123,7 @@ def adopt_toolchain(prep: Prepared, judge: Judge, kernel_env: dict[str, str]) ->
         return None
     interp = projenv.probe_made(made[1])
     prep.project = projenv.relayer(prep.project, interp)
-    prep.tools_note = toolchains.prompt_note(found, made)
+    prep.tools_note = toolchains.prompt_note(found, made, sandboxed=sandboxed)
     if (sandbox := prep.sandbox) is not None:
         # the kernel's cells see the environment read-only; the gates and builds run the tool, which writes in the
         # environment it made (tox's logs, the package reinstalled each round by tox and `nox -r`, uv's sync),

@@ -69,6 +69,7 @@ class Toolchain:
     setup: str  # the command its CI runs to prepare (shown in the README's table and the prompt)
     test: str  # how its tests run once prepared, offline
     offline: dict[str, str] = field(default_factory=dict)
+    writes: bool = False  # running the tests writes in its environment (logs, the project reinstalled)
 
     def environment(self, worktree: Path, home: Path) -> Path | None:
         """The virtual environment setup made for it, if exactly one is there."""
@@ -88,8 +89,12 @@ TOOLCHAINS = (
     Toolchain("uv", "uv.lock", "uv sync --frozen", "uv run --offline pytest", {"UV_OFFLINE": "1"}),
     Toolchain("poetry", "poetry.lock", "poetry install", "poetry run pytest", _PIP_OFFLINE),
     Toolchain("pdm", "pdm.lock", "pdm install", "pdm run pytest", _PIP_OFFLINE),
-    Toolchain("tox", "tox.ini", "tox -e py --notest", "tox -e py --skip-pkg-install", _PIP_OFFLINE),
-    Toolchain("nox", "noxfile.py", "nox --install-only", "nox --reuse-venvs --no-install", _PIP_OFFLINE),
+    # the project's wheel is rebuilt offline in tox's .pkg environment each round (an sdist's build would fetch its
+    # build requirements; --skip-pkg-install would test the copy setup installed)
+    Toolchain("tox", "tox.ini", "tox -e py --notest -x testenv.package=wheel", "tox -e py -x testenv.package=wheel",
+              _PIP_OFFLINE, writes=True),
+    # -r reuses the environment and reinstalls the project (offline with nox's uv backend); -R skips installs
+    Toolchain("nox", "noxfile.py", "nox -s SESSION --install-only", "nox -s SESSION -r", _PIP_OFFLINE, writes=True),
 )
 
 
@@ -120,14 +125,20 @@ def offline_env(toolchains: list[Toolchain]) -> dict[str, str]:
     return out
 
 
-def prompt_note(toolchains: list[Toolchain], adopted: tuple[Toolchain, Path] | None) -> list[str]:
-    """The system prompt's lines on the project's own tools."""
+def prompt_note(toolchains: list[Toolchain], adopted: tuple[Toolchain, Path] | None, *,
+                sandboxed: bool = False) -> list[str]:
+    """The system prompt's lines on the project's own tools (``sandboxed``: the environment setup made is read-only
+    in the model's cells, so a tool that writes in it runs through the gates)."""
     lines: list[str] = []
     if adopted is not None:
         toolchain, env = adopted
         lines.append(f"The project uses {toolchain.name} ({toolchain.marker}); setup made its environment at {env}, "
                      f"and `python`, `pip` and `pytest` above are layered on it, so its packages are importable.")
     for toolchain in toolchains:
-        lines.append(f"- {toolchain.name}: its tools stay offline here ({', '.join(sorted(toolchain.offline))}); "
-                     f"run its tests with `{toolchain.test}` or as the gates do.")
+        offline = f"- {toolchain.name}: its tools stay offline here ({', '.join(sorted(toolchain.offline))}); "
+        if sandboxed and toolchain.writes:
+            lines.append(offline + f"it writes in its environment, which is read-only in your cells: run its tests "
+                         f"as the gates do, with `await gates.run()` (like `{toolchain.test}`).")
+        else:
+            lines.append(offline + f"run its tests with `{toolchain.test}` or as the gates do.")
     return lines

@@ -56,8 +56,12 @@ def test_gates_get_the_tools_offline_switches_and_the_model_how_to_run_the_tests
     found = toolchains.recognise(tmp_path)
     assert toolchains.offline_env(found) == {"UV_OFFLINE": "1", "PIP_NO_INDEX": "1"}
     note = "\n".join(toolchains.prompt_note(found, (found[0], tmp_path / ".venv")))
-    assert "uv run --offline pytest" in note and "tox -e py --skip-pkg-install" in note
+    assert "uv run --offline pytest" in note and "run its tests with `tox -e py -x testenv.package=wheel`" in note
     assert f"setup made its environment at {tmp_path / '.venv'}" in note
+    # in the sandbox the environment is read-only in the cells: tox (which writes there) runs through the gates
+    sandboxed = "\n".join(toolchains.prompt_note(found, None, sandboxed=True))
+    assert "uv: its tools stay offline here (UV_OFFLINE); run its tests with `uv run --offline pytest`" in sandboxed
+    assert "read-only in your cells: run its tests as the gates do, with `await gates.run()`" in sandboxed
 
 
 def test_build_requirements_are_plain_specifiers_only(tmp_path: Path) -> None:
