@@ -20,27 +20,35 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from prime_ci.engine import build_hooks
 from prime_ci.engine.setup import SetupSpec
 from prime_ci.isolation.parse import toml_loads
+from prime_ci.isolation.paths import relative_name
 
 BUILD_REQUIRES = "build-requires"
-# name[extras] (version specifiers) (; marker): PEP 508 without direct references
-_SPECIFIER = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?(?:\[[A-Za-z0-9._, -]*\])?"
-                        r"(?:\s*(?:===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+(?:\s*,\s*(?:===|==|!=|~=|<=|>=|<|>)"
-                        r"\s*[A-Za-z0-9.*+!_-]+)*)?(?:\s*;\s*[A-Za-z0-9_.<>=!~'\" ()-]+)?$")
+_SPECIFIER = build_hooks.SPECIFIER
+# PEP 517's backend when pyproject.toml names none; a backend is a module path with an optional object path
+_LEGACY_BACKEND = "setuptools.build_meta:__legacy__"
+_BACKEND = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(?::[A-Za-z_][A-Za-z0-9_.]*)?$")
+
+
+def _build_system(worktree: Path) -> dict[str, Any]:
+    path = worktree / "pyproject.toml"
+    if not path.is_file() or path.is_symlink():
+        return {}
+    try:
+        data = toml_loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    section = data.get("build-system")
+    return section if isinstance(section, dict) else {}
 
 
 def build_requires(worktree: Path, warn: Callable[[str], None]) -> list[str]:
     """The worktree's ``[build-system].requires``, as plain specifiers; one warning for anything else."""
-    path = worktree / "pyproject.toml"
-    if not path.is_file() or path.is_symlink():
-        return []
-    try:
-        data = toml_loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        return []
-    requires = data.get("build-system", {}).get("requires", []) if isinstance(data.get("build-system"), dict) else []
+    requires = _build_system(worktree).get("requires", [])
     if not isinstance(requires, list):
         return []
     kept = [r.strip() for r in requires if isinstance(r, str) and _SPECIFIER.match(r.strip())]
@@ -51,11 +59,19 @@ def build_requires(worktree: Path, warn: Callable[[str], None]) -> list[str]:
 
 
 def build_requires_step(worktree: Path, warn: Callable[[str], None]) -> SetupSpec | None:
-    """The setup step that installs the build requirements into the run environment (None: nothing to install)."""
+    """The setup step that installs the build requirements into the run environment (None: nothing to install):
+    [build-system].requires, then what the backend's own hooks ask for (``build_hooks``), as an isolated build
+    would have them."""
     requires = build_requires(worktree, warn)
     if not requires:
         return None
     command = "python -m pip install --quiet --disable-pip-version-check " + " ".join(map(shlex.quote, requires))
+    system = _build_system(worktree)
+    backend = system.get("build-backend", _LEGACY_BACKEND)
+    paths = system.get("backend-path", [])
+    if isinstance(backend, str) and _BACKEND.match(backend) and isinstance(paths, list) \
+            and all(isinstance(p, str) and relative_name(p) for p in paths):
+        command += " && " + " ".join(map(shlex.quote, ["python", build_hooks.__file__, backend, *paths]))
     return SetupSpec(name=BUILD_REQUIRES, command=command, network=True)
 
 

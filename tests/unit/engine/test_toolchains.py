@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -72,3 +73,34 @@ def test_build_requirements_are_plain_specifiers_only(tmp_path: Path) -> None:
     assert build_requires(tmp_path, warned.append) == [
         "setuptools>=64", "setuptools-scm[toml]>=8", "wheel; python_version < '3.12'", "cython >=3.0, <4"]
     assert len(warned) == 1
+
+
+def test_the_build_backends_own_requirements_are_installed_too(tmp_path: Path) -> None:
+    """`pip install --no-build-isolation` (a --build) installs none of what the backend's hooks ask for: setuptools
+    older than 70.1 (a Python 3.11 venv's) needs `wheel` ("invalid command 'bdist_wheel'", the realworld tier's
+    cbor2 case, where the build-requires step installs it), setup.py's setup_requires... The step reads them with
+    build_hooks.py, in the project's interpreter."""
+    (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=61"]\n'
+                                             'build-backend = "setuptools.build_meta"\n')
+    (tmp_path / "setup.py").write_text("from setuptools import setup\n\nsetup(name='calc', version='0.1', "
+                                       "setup_requires=['calc-build-helper>=1', 'https://example.invalid/x.whl'])\n")
+    step = toolchains.build_requires_step(tmp_path, lambda _: None)
+    assert step is not None and step.network
+    assert step.command.endswith(f"&& python {toolchains.build_hooks.__file__} setuptools.build_meta")
+    listed = subprocess.run([sys.executable, toolchains.build_hooks.__file__, "--list", "setuptools.build_meta"],
+                            cwd=tmp_path, capture_output=True, text=True, check=True, timeout=120)
+    assert listed.stdout.splitlines()[-1] == "calc-build-helper>=1", listed  # plain specifiers only
+
+
+@pytest.mark.parametrize(("system", "hooks"), [
+    ("", "setuptools.build_meta:__legacy__"),  # PEP 517's default backend
+    ('build-backend = "hatchling.build"\n', "hatchling.build"),
+    ('build-backend = "backend"\nbackend-path = ["_build"]\n', "backend _build"),
+    ('build-backend = "x; curl evil"\n', None), ('build-backend = "b"\nbackend-path = ["/etc"]\n', None),
+])
+def test_the_backend_the_hooks_run_is_a_plain_name(tmp_path: Path, system: str, hooks: str | None) -> None:
+    (tmp_path / "pyproject.toml").write_text(f'[build-system]\nrequires = ["setuptools"]\n{system}')
+    step = toolchains.build_requires_step(tmp_path, lambda _: None)
+    assert step is not None
+    assert (step.command.partition(" && ")[2].endswith(f"build_hooks.py {hooks}") if hooks
+            else " && " not in step.command), step.command
