@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIX, make_repo, run_prime
+from conftest import BUGGY, FIX, PYTEST_GATE, make_repo, run_prime
 from prime_ci.isolation.sandbox import bwrap_binary
 from prime_ci.testing import ScriptedServer, ipython, reply
 
@@ -68,3 +68,16 @@ def test_the_gates_write_in_the_environment_the_tool_made_and_the_cells_do_not(t
     assert run.code == 0, run.proc.stderr  # the gate's touch would fail on a read-only environment
     seen = str(server.chat_requests[1].body["messages"][-1]["content"])
     assert "Read-only file system" in seen and "pyvenv.cfg" in seen and seen.count("from-a-cell") == 1, seen
+
+
+def test_a_poetry_project_has_no_virtual_env_so_poetry_makes_its_own(tmp_path: Path, server: ScriptedServer) -> None:
+    """poetry installs into the activated environment (VIRTUAL_ENV) when there is one: with the run environment's,
+    `poetry install` put the project's packages there, beside poetry's own in the job's venv beneath it, and the
+    gate's pytest failed on a plugin of poetry's platformdirs (the realworld tier's pyshacl case). With
+    poetry.lock, setup, the gates and the cells have none, and poetry makes (then the run adopts) its own."""
+    repo = make_repo(tmp_path / "repo", {**BUGGY, "poetry.lock": "# a poetry project\n"})
+    server.add(ipython("!echo VENV=[$VIRTUAL_ENV]"), ipython(FIX), reply("done"))
+    unset = 'test -z "${VIRTUAL_ENV+set}"'
+    run = run_prime(tmp_path, repo, server, "--setup", unset, "--gate", f"{unset} && {PYTEST_GATE}")
+    assert run.code == 0, run.proc.stderr
+    assert "VENV=[]" in str(server.chat_requests[1].body["messages"][-1]["content"])

@@ -46,6 +46,12 @@ def project_vars(prep: Prepared, extra: dict[str, str], *, skills: bool = True) 
     return {**out, **extra}
 
 
+def toolchain_vars(prep: Prepared, env: dict[str, str]) -> dict[str, str]:
+    """``env`` without what the worktree's toolchains must not see (``toolchains.unset_env``)."""
+    drop = toolchains.unset_env(toolchains.recognise(prep.worktree.path))
+    return {k: v for k, v in env.items() if k not in drop}
+
+
 def gate_vars(prep: Prepared, env: dict[str, str]) -> dict[str, str]:
     """The gates' (and setup's) environment from the kernel's: no bridge, no skill directories on PYTHONPATH, and
     bytecode only from a cache outside the worktree (a forged __pycache__/*.pyc with the source's mtime and size

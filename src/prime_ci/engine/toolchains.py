@@ -86,6 +86,8 @@ class Toolchain:
     test: str  # how its tests run once prepared, offline
     offline: dict[str, str] = field(default_factory=dict)
     writes: bool = False  # running the tests writes in its environment (logs, the project reinstalled)
+    # it installs into an activated environment (VIRTUAL_ENV) when there is one, instead of making its own
+    takes_active: bool = False
 
     def environment(self, worktree: Path, home: Path) -> Path | None:
         """The virtual environment setup made for it, if exactly one is there."""
@@ -103,7 +105,7 @@ class Toolchain:
 _PIP_OFFLINE = {"PIP_NO_INDEX": "1", "UV_OFFLINE": "1"}
 TOOLCHAINS = (
     Toolchain("uv", "uv.lock", "uv sync --frozen", "uv run --offline pytest", {"UV_OFFLINE": "1"}),
-    Toolchain("poetry", "poetry.lock", "poetry install", "poetry run pytest", _PIP_OFFLINE),
+    Toolchain("poetry", "poetry.lock", "poetry install", "poetry run pytest", _PIP_OFFLINE, takes_active=True),
     Toolchain("pdm", "pdm.lock", "pdm install", "pdm run pytest", _PIP_OFFLINE),
     # the project's wheel is rebuilt offline in tox's .pkg environment each round (an sdist's build would fetch its
     # build requirements; --skip-pkg-install would test the copy setup installed)
@@ -131,6 +133,12 @@ def _pyproject_has(worktree: Path, tool: str) -> bool:
         return False
     section = data.get("tool")
     return isinstance(section, dict) and tool in section
+
+
+def unset_env(toolchains: list[Toolchain]) -> list[str]:
+    """What setup, the gates and the kernel must not have for the tools to make their own environment: the run
+    environment's VIRTUAL_ENV would have poetry install the project there, beside poetry's own packages."""
+    return ["VIRTUAL_ENV"] if any(t.takes_active for t in toolchains) else []
 
 
 def offline_env(toolchains: list[Toolchain]) -> dict[str, str]:
