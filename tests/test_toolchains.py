@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIX, make_repo, run_prime
+from conftest import BUGGY, FIX, PYTEST_GATE, make_repo, run_prime
 from prime_ci.isolation.sandbox import bwrap_binary
 from prime_ci.testing import ScriptedServer, ipython, reply
 
@@ -48,3 +48,36 @@ def test_a_uv_project_set_up_as_its_ci_does_runs_in_the_environment_uv_made(tmp_
     assert "uv run --offline pytest" in system
     seen = str(server.chat_requests[1].body["messages"][-1]["content"])
     assert "LAYERED ON ['" in seen and "/.venv/lib/" in seen and "UV_OFFLINE 1" in seen, seen
+
+
+@pytest.mark.skipif(UV is None or bwrap_binary() is None, reason="uv is in the dev environment's lock; needs bwrap")
+def test_the_gates_write_in_the_environment_the_tool_made_and_the_cells_do_not(tmp_path: Path,
+                                                                              server: ScriptedServer) -> None:
+    """tox writes its logs in its environment and reinstalls the package there every round, `nox -r` and uv too:
+    in the sandbox the gates and builds keep the environment setup made writable (it lies in the worktree), while
+    the model's cells see it read-only."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "pyproject.toml").write_text(PYPROJECT)
+    subprocess.run([str(UV), "lock", "--offline", "-q"], cwd=repo, check=True, timeout=120)
+    make_repo(repo, FILES)
+    cell = "!touch .venv/from-a-cell 2>&1 | tail -1; ls .venv"
+    server.add(ipython(cell), ipython(FIX), reply("done"))
+    run = run_prime(tmp_path, repo, server, "--sandbox", "on", "--setup", "uv sync --frozen",
+                    "--gate", "touch .venv/lib/from-the-gate && uv run --offline python -m unittest -q")
+    assert run.code == 0, run.proc.stderr  # the gate's touch would fail on a read-only environment
+    seen = str(server.chat_requests[1].body["messages"][-1]["content"])
+    assert "Read-only file system" in seen and "pyvenv.cfg" in seen and seen.count("from-a-cell") == 1, seen
+
+
+def test_a_poetry_project_has_no_virtual_env_so_poetry_makes_its_own(tmp_path: Path, server: ScriptedServer) -> None:
+    """poetry installs into the activated environment (VIRTUAL_ENV) when there is one: with the run environment's,
+    `poetry install` put the project's packages there, beside poetry's own in the job's venv beneath it, and the
+    gate's pytest failed on a plugin of poetry's platformdirs (the realworld tier's pyshacl case). With
+    poetry.lock, setup, the gates and the cells have none, and poetry makes (then the run adopts) its own."""
+    repo = make_repo(tmp_path / "repo", {**BUGGY, "poetry.lock": "# a poetry project\n"})
+    server.add(ipython("!echo VENV=[$VIRTUAL_ENV]"), ipython(FIX), reply("done"))
+    unset = 'test -z "${VIRTUAL_ENV+set}"'
+    run = run_prime(tmp_path, repo, server, "--setup", unset, "--gate", f"{unset} && {PYTEST_GATE}")
+    assert run.code == 0, run.proc.stderr
+    assert "VENV=[]" in str(server.chat_requests[1].body["messages"][-1]["content"])

@@ -12,7 +12,7 @@ import sys
 import tarfile
 import tempfile
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -43,6 +43,9 @@ class Case:
     failing: str
     ignore: tuple[str, ...]
     build: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    activate: bool = False
+    toolchain: str | None = None
 
 
 def load_cases() -> list[Case]:

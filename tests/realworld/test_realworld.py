@@ -1,8 +1,10 @@
 """Issue 23, the realworld tier: real projects from pinned sdists (cases.toml), each committed to a git repo with a
 one-line regression its own tests catch, run through `prime-ci run` as the project's CI sets it up (a fresh job
 venv given with --python, its install line as --setup, its test command as --gate, compiled code rebuilt with
---build). The scripted model makes a wrong fix, sees the gates still fail, then reverts the regression: exit 0,
-the patch is exactly the revert, and round 1's feedback named the failing test.
+--build). Issue 38: a project driven by its own tool (uv, poetry, tox, nox) has the job's venv activated instead,
+with the tool in it, and the tool's lines as setup and gate; the environment the tool made is the run's (the
+model is told so). The scripted model makes a wrong fix, sees the gates still fail, then reverts the regression:
+exit 0, the patch is exactly the revert, and round 1's feedback named the failing test.
 
 Select with `-m realworld`; the sdists are cached (corpus.cache_dir) and the setup installs from the package
 index, so a case skips only when the index cannot be reached."""
@@ -10,6 +12,7 @@ index, so a case skips only when the index cannot be reached."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -79,12 +82,34 @@ def diagnostics(out: Path, stderr: str) -> str:
     return stderr[-3000:] + "".join(f"\n--- {p.relative_to(out)}\n{p.read_text()[-2500:]}" for p in logs)
 
 
+def timings(case: Case, result: dict[str, Any], stderr: str) -> str:
+    """One line for the report (`-rP`): the time of each setup and build step, of each gate round, and of the
+    worktree's removal."""
+    def steps(kind: str) -> str:
+        return ", ".join(f"{s['name']} {s['duration_s']:.1f}s" for s in result.get(kind) or []) or "-"
+
+    rounds = ", ".join(f"{r['kind']} {r.get('duration_s', 0):.1f}s" for r in result.get("rounds", []))
+    removed = next((line.split(": ", 1)[-1] for line in stderr.splitlines() if "worktree removed" in line), "-")
+    return (f"{case.id}: wall {result.get('wall_s', 0):.1f}s; setup: {steps('setup')}; build (last round): "
+            f"{steps('build')}; rounds: {rounds}; {removed}")
+
+
 @pytest.mark.parametrize("case", load_cases(), ids=lambda c: c.id)
 def test_wrong_fix_then_the_revert_ends_green(case: Case, tmp_path: Path) -> None:
     repo = regressed_repo(case, tmp_path)
     python = job_venv(case, tmp_path)
     wrong = (case.wrong_old, case.wrong_new)
-    args = ["--python", str(python), "--gate", case.gate, *(a for s in case.setup for a in ("--setup", s))]
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"  # `{python}` in a command, as a CI matrix has it
+    args = ["--gate", case.gate.replace("{python}", version),
+            *(a for s in case.setup for a in ("--setup", s.replace("{python}", version)))]
+    env = dict(case.env)
+    if case.activate:  # the job's venv first on PATH: its python, and its tools (tox, nox, poetry, uv)
+        env["PATH"] = os.pathsep.join([str(python.parent), os.path.dirname(sys.executable),
+                                       os.environ.get("PATH", os.defpath)])
+        env["VIRTUAL_ENV"] = str(python.parent.parent)
+    else:
+        args += ["--python", str(python)]
+    args += [a for name in case.env for a in ("--pass-env", name)]
     if case.build:
         args += ["--build", case.build]
     with ScriptedServer() as server:
@@ -96,13 +121,17 @@ def test_wrong_fix_then_the_revert_ends_green(case: Case, tmp_path: Path) -> Non
             reply("Reverted the line that broke the tests."),
         )
         run = run_prime(tmp_path, repo, server, *args, task="The test suite fails: find the bug and fix it.",
-                        timeout=1100)
+                        env=env, timeout=1100)
         requests = server.chat_requests
     if run.code == 9:
         skip_if_offline("setup", diagnostics(run.out, run.proc.stderr))
     assert run.code == 0, diagnostics(run.out, run.proc.stderr)
+    print(timings(case, run.result, run.proc.stderr))
 
     assert len(requests) == 5, "one model turn per step: round 1, the wrong fix's round, the revert"
+    if case.toolchain is not None:  # the run's python is layered on the environment the tool made, and says so
+        system = json.dumps(requests[0].body["messages"][0]["content"])
+        assert f"The project uses {case.toolchain}" in system, system[-3000:]
     round1 = feedback_of(requests[1].body)
     assert case.failing in round1, f"round 1's feedback does not name {case.failing}:\n{round1[:4000]}"
     rounds = run.result["rounds"]

@@ -23,6 +23,7 @@ from prime_ci.gates.specs import BuildSpec
 from prime_ci.isolation import home_tools, hostuid, projenv
 from prime_ci.isolation import limits as limits_mod
 from prime_ci.isolation import sandbox as sandbox_mod
+from prime_ci.isolation.paths import inside_any
 from prime_ci.isolation.project_layer import swap
 from prime_ci.isolation.sandbox import scrubbed_env
 from prime_ci.isolation.worktree import is_url
@@ -43,6 +44,12 @@ def project_vars(prep: Prepared, extra: dict[str, str], *, skills: bool = True) 
     if site := project.kernel_site():
         out["PRIME_CI_PROJECT_SITE"] = site
     return {**out, **extra}
+
+
+def toolchain_vars(prep: Prepared, env: dict[str, str]) -> dict[str, str]:
+    """``env`` without what the worktree's toolchains must not see (``toolchains.unset_env``)."""
+    drop = toolchains.unset_env(toolchains.recognise(prep.worktree.path))
+    return {k: v for k, v in env.items() if k not in drop}
 
 
 def gate_vars(prep: Prepared, env: dict[str, str]) -> dict[str, str]:
@@ -112,7 +119,8 @@ def adopt_toolchain(prep: Prepared, judge: Judge, kernel_env: dict[str, str]) ->
     and builds' sandbox then shows that environment's interpreter too."""
     found = toolchains.recognise(prep.worktree.path)
     offline = toolchains.offline_env(found)
-    prep.tools_note = toolchains.prompt_note(found, None)
+    sandboxed = prep.sandbox is not None
+    prep.tools_note = toolchains.prompt_note(found, None, sandboxed=sandboxed)
     judge.env.update(offline)  # the builds share the gates' environment
     kernel_env.update(offline)
     made = next(((t, env) for t in found if (env := t.environment(prep.worktree.path, prep.worktree.root / "home"))),
@@ -121,12 +129,18 @@ def adopt_toolchain(prep: Prepared, judge: Judge, kernel_env: dict[str, str]) ->
         return None
     interp = projenv.probe_made(made[1])
     prep.project = projenv.relayer(prep.project, interp)
-    prep.tools_note = toolchains.prompt_note(found, made)
+    prep.tools_note = toolchains.prompt_note(found, made, sandboxed=sandboxed)
     if (sandbox := prep.sandbox) is not None:
-        sandbox.readonly = [*sandbox.readonly, *interp.dirs()]
-        judge.launcher = sandbox.wrap([])
+        # the kernel's cells see the environment read-only; the gates and builds run the tool, which writes in the
+        # environment it made (tox's logs, the package reinstalled each round by tox and `nox -r`, uv's sync),
+        # so where it lies in a directory the sandbox writes (the worktree, the scratch home) it stays writable
+        dirs = interp.dirs()
+        own = [d for d in dirs if not inside_any(sandbox.writable, d, resolve=True)]
+        gates = dataclasses.replace(sandbox, readonly=[*sandbox.readonly, *own])
+        sandbox.readonly = [*sandbox.readonly, *dirs]
+        judge.launcher = gates.wrap([])
         if judge.builds is not None:
-            judge.builds.launcher = dataclasses.replace(sandbox, writable=[*sandbox.writable, str(prep.project.root)],
+            judge.builds.launcher = dataclasses.replace(gates, writable=[*gates.writable, str(prep.project.root)],
                                                         network=False).wrap([])
     return made
 

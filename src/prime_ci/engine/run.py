@@ -31,6 +31,7 @@ from prime_ci.engine.environment import (
     run_setup,
     session_cwd,
     take_back,
+    toolchain_vars,
 )
 from prime_ci.engine.from_session import go_on
 from prime_ci.engine.kernel_start import kernel_failed
@@ -124,8 +125,8 @@ class Run:
         else:
             self.log = SessionLog.open_for_append(self.prep.out / "session.jsonl", salvage=self.salvage)
             self.budget.restore(self.resume.usage, self.resume.wall_spent)
-        env = scrubbed_env(wt.root / "home", cfg.pass_env, project_vars(self.prep, {
-            "PRIME_CI_BRIDGE": str(self.bridge.path), RUN_VAR: self.marker}))
+        env = toolchain_vars(self.prep, scrubbed_env(wt.root / "home", cfg.pass_env, project_vars(self.prep, {
+            "PRIME_CI_BRIDGE": str(self.bridge.path), RUN_VAR: self.marker})))
         gate_env = gate_vars(self.prep, env)
         env = colour_off(env, cfg.pass_env)
         sandbox = self.prep.sandbox

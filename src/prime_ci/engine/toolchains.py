@@ -20,27 +20,35 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from prime_ci.engine import build_hooks
 from prime_ci.engine.setup import SetupSpec
 from prime_ci.isolation.parse import toml_loads
+from prime_ci.isolation.paths import relative_name
 
 BUILD_REQUIRES = "build-requires"
-# name[extras] (version specifiers) (; marker): PEP 508 without direct references
-_SPECIFIER = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?(?:\[[A-Za-z0-9._, -]*\])?"
-                        r"(?:\s*(?:===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+(?:\s*,\s*(?:===|==|!=|~=|<=|>=|<|>)"
-                        r"\s*[A-Za-z0-9.*+!_-]+)*)?(?:\s*;\s*[A-Za-z0-9_.<>=!~'\" ()-]+)?$")
+_SPECIFIER = build_hooks.SPECIFIER
+# PEP 517's backend when pyproject.toml names none; a backend is a module path with an optional object path
+_LEGACY_BACKEND = "setuptools.build_meta:__legacy__"
+_BACKEND = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(?::[A-Za-z_][A-Za-z0-9_.]*)?$")
+
+
+def _build_system(worktree: Path) -> dict[str, Any]:
+    path = worktree / "pyproject.toml"
+    if not path.is_file() or path.is_symlink():
+        return {}
+    try:
+        data = toml_loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    section = data.get("build-system")
+    return section if isinstance(section, dict) else {}
 
 
 def build_requires(worktree: Path, warn: Callable[[str], None]) -> list[str]:
     """The worktree's ``[build-system].requires``, as plain specifiers; one warning for anything else."""
-    path = worktree / "pyproject.toml"
-    if not path.is_file() or path.is_symlink():
-        return []
-    try:
-        data = toml_loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        return []
-    requires = data.get("build-system", {}).get("requires", []) if isinstance(data.get("build-system"), dict) else []
+    requires = _build_system(worktree).get("requires", [])
     if not isinstance(requires, list):
         return []
     kept = [r.strip() for r in requires if isinstance(r, str) and _SPECIFIER.match(r.strip())]
@@ -51,11 +59,19 @@ def build_requires(worktree: Path, warn: Callable[[str], None]) -> list[str]:
 
 
 def build_requires_step(worktree: Path, warn: Callable[[str], None]) -> SetupSpec | None:
-    """The setup step that installs the build requirements into the run environment (None: nothing to install)."""
+    """The setup step that installs the build requirements into the run environment (None: nothing to install):
+    [build-system].requires, then what the backend's own hooks ask for (``build_hooks``), as an isolated build
+    would have them."""
     requires = build_requires(worktree, warn)
     if not requires:
         return None
     command = "python -m pip install --quiet --disable-pip-version-check " + " ".join(map(shlex.quote, requires))
+    system = _build_system(worktree)
+    backend = system.get("build-backend", _LEGACY_BACKEND)
+    paths = system.get("backend-path", [])
+    if isinstance(backend, str) and _BACKEND.match(backend) and isinstance(paths, list) \
+            and all(isinstance(p, str) and relative_name(p) for p in paths):
+        command += " && " + " ".join(map(shlex.quote, ["python", build_hooks.__file__, backend, *paths]))
     return SetupSpec(name=BUILD_REQUIRES, command=command, network=True)
 
 
@@ -69,6 +85,9 @@ class Toolchain:
     setup: str  # the command its CI runs to prepare (shown in the README's table and the prompt)
     test: str  # how its tests run once prepared, offline
     offline: dict[str, str] = field(default_factory=dict)
+    writes: bool = False  # running the tests writes in its environment (logs, the project reinstalled)
+    # it installs into an activated environment (VIRTUAL_ENV) when there is one, instead of making its own
+    takes_active: bool = False
 
     def environment(self, worktree: Path, home: Path) -> Path | None:
         """The virtual environment setup made for it, if exactly one is there."""
@@ -86,10 +105,14 @@ class Toolchain:
 _PIP_OFFLINE = {"PIP_NO_INDEX": "1", "UV_OFFLINE": "1"}
 TOOLCHAINS = (
     Toolchain("uv", "uv.lock", "uv sync --frozen", "uv run --offline pytest", {"UV_OFFLINE": "1"}),
-    Toolchain("poetry", "poetry.lock", "poetry install", "poetry run pytest", _PIP_OFFLINE),
+    Toolchain("poetry", "poetry.lock", "poetry install", "poetry run pytest", _PIP_OFFLINE, takes_active=True),
     Toolchain("pdm", "pdm.lock", "pdm install", "pdm run pytest", _PIP_OFFLINE),
-    Toolchain("tox", "tox.ini", "tox -e py --notest", "tox -e py --skip-pkg-install", _PIP_OFFLINE),
-    Toolchain("nox", "noxfile.py", "nox --install-only", "nox --reuse-venvs --no-install", _PIP_OFFLINE),
+    # the project's wheel is rebuilt offline in tox's .pkg environment each round (an sdist's build would fetch its
+    # build requirements; --skip-pkg-install would test the copy setup installed)
+    Toolchain("tox", "tox.ini", "tox -e py --notest -x testenv.package=wheel", "tox -e py -x testenv.package=wheel",
+              _PIP_OFFLINE, writes=True),
+    # -r reuses the environment and reinstalls the project (offline with nox's uv backend); -R skips installs
+    Toolchain("nox", "noxfile.py", "nox -s SESSION --install-only", "nox -s SESSION -r", _PIP_OFFLINE, writes=True),
 )
 
 
@@ -112,6 +135,12 @@ def _pyproject_has(worktree: Path, tool: str) -> bool:
     return isinstance(section, dict) and tool in section
 
 
+def unset_env(toolchains: list[Toolchain]) -> list[str]:
+    """What setup, the gates and the kernel must not have for the tools to make their own environment: the run
+    environment's VIRTUAL_ENV would have poetry install the project there, beside poetry's own packages."""
+    return ["VIRTUAL_ENV"] if any(t.takes_active for t in toolchains) else []
+
+
 def offline_env(toolchains: list[Toolchain]) -> dict[str, str]:
     """What the gates' and the kernel's environment get so that the tools stay offline."""
     out: dict[str, str] = {}
@@ -120,14 +149,20 @@ def offline_env(toolchains: list[Toolchain]) -> dict[str, str]:
     return out
 
 
-def prompt_note(toolchains: list[Toolchain], adopted: tuple[Toolchain, Path] | None) -> list[str]:
-    """The system prompt's lines on the project's own tools."""
+def prompt_note(toolchains: list[Toolchain], adopted: tuple[Toolchain, Path] | None, *,
+                sandboxed: bool = False) -> list[str]:
+    """The system prompt's lines on the project's own tools (``sandboxed``: the environment setup made is read-only
+    in the model's cells, so a tool that writes in it runs through the gates)."""
     lines: list[str] = []
     if adopted is not None:
         toolchain, env = adopted
         lines.append(f"The project uses {toolchain.name} ({toolchain.marker}); setup made its environment at {env}, "
                      f"and `python`, `pip` and `pytest` above are layered on it, so its packages are importable.")
     for toolchain in toolchains:
-        lines.append(f"- {toolchain.name}: its tools stay offline here ({', '.join(sorted(toolchain.offline))}); "
-                     f"run its tests with `{toolchain.test}` or as the gates do.")
+        offline = f"- {toolchain.name}: its tools stay offline here ({', '.join(sorted(toolchain.offline))}); "
+        if sandboxed and toolchain.writes:
+            lines.append(offline + f"it writes in its environment, which is read-only in your cells: run its tests "
+                         f"as the gates do, with `await gates.run()` (like `{toolchain.test}`).")
+        else:
+            lines.append(offline + f"run its tests with `{toolchain.test}` or as the gates do.")
     return lines

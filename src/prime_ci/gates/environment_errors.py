@@ -32,10 +32,13 @@ MAX_QUOTED = 200
 
 # What to do in setup (which has the network) for the tools that reach for it as they run.
 _PREPARE = {
-    "tox": "run `tox --notest` (or `tox -e ENV --notest`) in --setup, and gate with `tox --skip-pkg-install`",
+    "tox": "run `tox -e ENV --notest -x testenv.package=wheel` in --setup, and gate with `tox -e ENV -x "
+           "testenv.package=wheel` (a wheel builds offline in tox's .pkg environment; an sdist fetches its build "
+           "requirements)",
     "uv": "run `uv sync --frozen` in --setup, and gate with `uv run --offline …` (or UV_OFFLINE=1)",
     "uvx": "install the tool in --setup (`uv tool install …`), or gate with `uvx --offline …` once it is cached",
-    "nox": "run `nox --install-only` in --setup, and gate with `nox --reuse-venvs --no-install`",
+    "nox": "run `nox -s SESSION --install-only` in --setup, and gate with `nox -s SESSION -r` (the project "
+           "reinstalled offline by nox's uv backend; `-R` skips installs, for an editable install)",
     "poetry": "run `poetry install` in --setup, and gate with `poetry run …`",
     "pip": "install what it needs in --setup",
     "npm": "run `npm ci` in --setup",

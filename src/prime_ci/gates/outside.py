@@ -9,7 +9,10 @@ round. A change is explained when it is:
 - bytecode, or package metadata other than ``entry_points.txt`` (which loads pytest plugins);
 - a ``.pth`` file whose lines are only directories inside the worktree (an editable install's path entry);
 - a byte-for-byte copy of a worktree file at the same package path (a ``pip install .`` of the project);
-- or content equal to what was there before the model's first cell (a rebuild writing the same files).
+- content equal to what was there before the model's first cell (a rebuild writing the same files);
+- or the project reinstalled at another version: a file named and written as one that was there before, but for
+  the version (setuptools-scm's ``0.1.dev2`` becomes ``0.1.dev2+dirty`` once the model changed the tree, so an
+  editable reinstall renames its ``.pth``, finder and dist-info), and the file it replaces.
 
 Anything else — a new ``.pth`` with an ``import`` line, ``sitecustomize``/``usercustomize``, a module that shadows
 one, an edited console script, a removed file — is named, and the run ends in a security stop (exit 7).
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -55,14 +59,38 @@ class Outside:
         if self.baseline is None:
             return []
         now = self.scan()
+        moves = _version_moves(self.baseline, now)
         for path in sorted(set(now) | set(self.baseline)):
             before, after = self.baseline.get(path), now.get(path)
-            if before == after or path in self.found:
+            if before == after or path in self.found or self._moved(path, now, moves):
                 continue
             why = self._unexplained(Path(path), before, after)
             if why is not None:
                 self.found[path] = why
         return self.findings()
+
+    def _moved(self, path: str, now: dict[str, Signature], moves: list[tuple[str, str, str]]) -> bool:
+        """``path`` is one side of a reinstall at another version: removed, with its renamed twin there now; or
+        created, as the byte-for-byte rename (versions swapped back) of a file that was there and is gone."""
+        assert self.baseline is not None
+        for site, old, new in moves:
+            if not path.startswith(site + os.sep):
+                continue
+            rel = path[len(site) + 1:]
+            if path in self.baseline and path not in now:  # the old version's file: its successor is judged
+                if os.path.join(site, _swap(rel, old, new)) in now:
+                    return True
+            elif path in now and path not in self.baseline and now[path][0] == "f":
+                was = os.path.join(site, _swap(rel, new, old))
+                if was in self.baseline and was not in now and self.baseline[was][0] == "f":
+                    try:
+                        content = _swap(Path(path).read_bytes().decode("utf-8", "surrogateescape"), new, old)
+                    except OSError:
+                        return False
+                    data = content.encode("utf-8", "surrogateescape")
+                    if self.baseline[was][1:] == (len(data), hashlib.sha256(data).hexdigest()):
+                        return True
+        return False
 
     def findings(self) -> list[str]:
         return [f"{path} ({why})" for path, why in self.found.items()]
@@ -118,6 +146,29 @@ class Outside:
             if candidate.is_file() and not candidate.is_symlink() and _signature(candidate) == digest:
                 return True
         return False
+
+
+def _version_moves(before: dict[str, Signature], now: dict[str, Signature]) -> list[tuple[str, str, str]]:
+    """(site, old, new): a distribution whose ``NAME-VERSION.dist-info`` in a site directory went between the two
+    scans and came back under another version."""
+    def dists(paths: dict[str, Signature]) -> set[tuple[str, str, str]]:
+        found = set()
+        for path in paths:
+            parent = Path(path).parent
+            if parent.name.endswith(".dist-info") and "-" in parent.name:
+                name, _, version = parent.name[: -len(".dist-info")].partition("-")
+                found.add((str(parent.parent), name, version))
+        return found
+
+    gone, came = dists(before) - dists(now), dists(now) - dists(before)
+    return [(site, old, new) for site, name, old in gone for site2, name2, new in came
+            if (site, name) == (site2, name2) and old != new]
+
+
+def _swap(text: str, old: str, new: str) -> str:
+    """``text`` with version ``old`` written as ``new``, as is and in the form names take (``0_1_dev2``)."""
+    safe_old, safe_new = (re.sub(r"\W", "_", v) for v in (old, new))
+    return text.replace(old, new).replace(safe_old, safe_new) if safe_old != old else text.replace(old, new)
 
 
 def _walk(tree: Path) -> Iterator[Path]:

@@ -186,7 +186,8 @@ def create(root: Path, interp: Interpreter, redirect: tuple[str, str] | None) ->
 def relayer(env: ProjectEnv, interp: Interpreter) -> ProjectEnv:
     """The run's environment layered on ``interp`` instead (a toolchain's environment that setup made, like the
     worktree's ``.venv`` after ``uv sync``): what setup installed into it stays; its interpreter, layering and
-    console-script twins follow ``interp``."""
+    console-script twins follow ``interp`` (the old interpreter's are removed: the job's ``tox`` runs as the job
+    installed it)."""
     base = os.path.realpath(interp.base)
     (env.root / "pyvenv.cfg").write_text(f"home = {os.path.dirname(base)}\ninclude-system-site-packages = false\n"
                                          f"version = {interp.version}\n", encoding="utf-8")
@@ -205,18 +206,47 @@ def relayer(env: ProjectEnv, interp: Interpreter) -> ProjectEnv:
     (moved.site / project_layer.CONFIG).write_text(json.dumps(config), encoding="utf-8")
     bytecode = [b"T" + os.fsencode(d) for d in interp.dirs()] + [b"P" + os.fsencode(env.root.parent)]
     (moved.site / project_layer.BYTECODE).write_bytes(b"\0".join(bytecode))
+    _drop_twins(env.interp, moved)
     _script_twins(interp, moved)
     return moved
 
 
 def _script_twins(interp: Interpreter, env: ProjectEnv) -> None:
     """Console scripts whose shebang names the project's interpreter, re-pointed at the environment's."""
+    for path, twin in _twins(interp, env):
+        target = env.bin / path.name
+        if target.exists():
+            continue
+        target.write_bytes(twin)
+        target.chmod(0o755)
+    for name in ("pip", "pip3"):
+        shim = env.bin / name
+        if not shim.exists():
+            shim.write_text(f'#!/bin/sh\nexec "{env.python}" -m pip "$@"\n', encoding="utf-8")
+            shim.chmod(0o755)
+
+
+def _drop_twins(interp: Interpreter, env: ProjectEnv) -> None:
+    """Remove the twins ``_script_twins`` wrote for ``interp`` (a file still exactly as written): layered on
+    another interpreter, they would run without the packages they import (the job's ``tox``, ``nox``, ``poetry``),
+    where the original script, further down PATH, still runs."""
+    for path, twin in _twins(interp, env):
+        target = env.bin / path.name
+        try:
+            if target.is_file() and not target.is_symlink() and target.read_bytes() == twin:
+                target.unlink()
+        except OSError:
+            continue
+
+
+def _twins(interp: Interpreter, env: ProjectEnv) -> list[tuple[Path, bytes]]:
+    """The interpreter's console scripts that get a twin, each with the twin's content."""
     own = {os.path.realpath(p) for p in (interp.executable, interp.base)}
     scripts = Path(interp.scripts)
     entries = sorted(scripts.iterdir()) if scripts.is_dir() else []
+    found: list[tuple[Path, bytes]] = []
     for path in entries:
-        target = env.bin / path.name
-        if target.exists() or path.name.startswith(("python", "activate", "Activate")) or not path.is_file():
+        if path.name.startswith(("python", "activate", "Activate")) or not path.is_file():
             continue
         try:
             with path.open("rb") as handle:
@@ -229,10 +259,5 @@ def _script_twins(interp: Interpreter, env: ProjectEnv) -> None:
         words = first[2:].split()
         if not words or os.path.realpath(os.fsdecode(words[0])) not in own:
             continue
-        target.write_bytes(b"#!" + os.fsencode(env.python) + b"\n" + rest)
-        target.chmod(0o755)
-    for name in ("pip", "pip3"):
-        shim = env.bin / name
-        if not shim.exists():
-            shim.write_text(f'#!/bin/sh\nexec "{env.python}" -m pip "$@"\n', encoding="utf-8")
-            shim.chmod(0o755)
+        found.append((path, b"#!" + os.fsencode(env.python) + b"\n" + rest))
+    return found

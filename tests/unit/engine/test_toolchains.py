@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -56,8 +57,12 @@ def test_gates_get_the_tools_offline_switches_and_the_model_how_to_run_the_tests
     found = toolchains.recognise(tmp_path)
     assert toolchains.offline_env(found) == {"UV_OFFLINE": "1", "PIP_NO_INDEX": "1"}
     note = "\n".join(toolchains.prompt_note(found, (found[0], tmp_path / ".venv")))
-    assert "uv run --offline pytest" in note and "tox -e py --skip-pkg-install" in note
+    assert "uv run --offline pytest" in note and "run its tests with `tox -e py -x testenv.package=wheel`" in note
     assert f"setup made its environment at {tmp_path / '.venv'}" in note
+    # in the sandbox the environment is read-only in the cells: tox (which writes there) runs through the gates
+    sandboxed = "\n".join(toolchains.prompt_note(found, None, sandboxed=True))
+    assert "uv: its tools stay offline here (UV_OFFLINE); run its tests with `uv run --offline pytest`" in sandboxed
+    assert "read-only in your cells: run its tests as the gates do, with `await gates.run()`" in sandboxed
 
 
 def test_build_requirements_are_plain_specifiers_only(tmp_path: Path) -> None:
@@ -68,3 +73,34 @@ def test_build_requirements_are_plain_specifiers_only(tmp_path: Path) -> None:
     assert build_requires(tmp_path, warned.append) == [
         "setuptools>=64", "setuptools-scm[toml]>=8", "wheel; python_version < '3.12'", "cython >=3.0, <4"]
     assert len(warned) == 1
+
+
+def test_the_build_backends_own_requirements_are_installed_too(tmp_path: Path) -> None:
+    """`pip install --no-build-isolation` (a --build) installs none of what the backend's hooks ask for: setuptools
+    older than 70.1 (a Python 3.11 venv's) needs `wheel` ("invalid command 'bdist_wheel'", the realworld tier's
+    cbor2 case, where the build-requires step installs it), setup.py's setup_requires... The step reads them with
+    build_hooks.py, in the project's interpreter."""
+    (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=61"]\n'
+                                             'build-backend = "setuptools.build_meta"\n')
+    (tmp_path / "setup.py").write_text("from setuptools import setup\n\nsetup(name='calc', version='0.1', "
+                                       "setup_requires=['calc-build-helper>=1', 'https://example.invalid/x.whl'])\n")
+    step = toolchains.build_requires_step(tmp_path, lambda _: None)
+    assert step is not None and step.network
+    assert step.command.endswith(f"&& python {toolchains.build_hooks.__file__} setuptools.build_meta")
+    listed = subprocess.run([sys.executable, toolchains.build_hooks.__file__, "--list", "setuptools.build_meta"],
+                            cwd=tmp_path, capture_output=True, text=True, check=True, timeout=120)
+    assert listed.stdout.splitlines()[-1] == "calc-build-helper>=1", listed  # plain specifiers only
+
+
+@pytest.mark.parametrize(("system", "hooks"), [
+    ("", "setuptools.build_meta:__legacy__"),  # PEP 517's default backend
+    ('build-backend = "hatchling.build"\n', "hatchling.build"),
+    ('build-backend = "backend"\nbackend-path = ["_build"]\n', "backend _build"),
+    ('build-backend = "x; curl evil"\n', None), ('build-backend = "b"\nbackend-path = ["/etc"]\n', None),
+])
+def test_the_backend_the_hooks_run_is_a_plain_name(tmp_path: Path, system: str, hooks: str | None) -> None:
+    (tmp_path / "pyproject.toml").write_text(f'[build-system]\nrequires = ["setuptools"]\n{system}')
+    step = toolchains.build_requires_step(tmp_path, lambda _: None)
+    assert step is not None
+    assert (step.command.partition(" && ")[2].endswith(f"build_hooks.py {hooks}") if hooks
+            else " && " not in step.command), step.command

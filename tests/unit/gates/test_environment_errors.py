@@ -50,7 +50,8 @@ def test_a_program_that_cannot_start_is_named_only_with_the_shells_exit_code() -
 
 
 @pytest.mark.parametrize(("command", "advice"), [
-    ("tox -e py", "tox --notest"), ("uv run pytest", "uv sync --frozen"), ("python -m tox", "tox --notest"),
+    ("tox -e py", "tox -e ENV --notest -x testenv.package=wheel"), ("uv run pytest", "uv sync --frozen"),
+    ("python -m tox", "gate with `tox -e ENV -x testenv.package=wheel`"), ("nox -s tests", "`nox -s SESSION -r`"),
     ("CI=1 npx jest", "npm ci"), ("./run-tests.sh", "prepare what it fetches in --setup"),
 ])
 def test_the_line_says_how_to_prepare_it_in_setup(command: str, advice: str) -> None:

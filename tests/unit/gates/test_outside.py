@@ -72,3 +72,54 @@ def test_without_the_sandbox_the_interpreters_startup_files_are_watched_too(tmp_
     assert watch.check() == []
     (job_site / "usercustomize.py").write_text("x = 3\n")
     assert ["usercustomize.py" in f for f in watch.check()] == [True]
+
+
+def editable(site: Path, wt: Path, version: str, extra: str = "") -> None:
+    """What setuptools' editable install writes for ``pkg`` at ``version`` (its finder named after it)."""
+    safe = version.replace(".", "_").replace("+", "_")
+    (site / f"__editable__.pkg-{version}.pth").write_text(
+        f"import __editable___pkg_{safe}_finder; __editable___pkg_{safe}_finder.install()")
+    (site / f"__editable___pkg_{safe}_finder.py").write_text(
+        f"MAPPING = {{'pkg': '{wt / 'src' / 'pkg'}'}}\nPATH_PLACEHOLDER = '__editable__.pkg-{version}.finder'\n{extra}")
+    (site / f"pkg-{version}.dist-info").mkdir()
+    (site / f"pkg-{version}.dist-info" / "entry_points.txt").write_text("[console_scripts]\npkg = pkg:main\n")
+    (site / f"pkg-{version}.dist-info" / "METADATA").write_text(f"Name: pkg\nVersion: {version}\n")
+
+
+def remove_editable(site: Path, version: str) -> None:
+    safe = version.replace(".", "_").replace("+", "_")
+    (site / f"__editable__.pkg-{version}.pth").unlink()
+    (site / f"__editable___pkg_{safe}_finder.py").unlink()
+    for path in (site / f"pkg-{version}.dist-info").iterdir():
+        path.unlink()
+    (site / f"pkg-{version}.dist-info").rmdir()
+
+
+def test_the_project_reinstalled_at_its_dirty_version_is_explained(tmp_path: Path) -> None:
+    """setuptools-scm versions a changed tree `+dirty`: a --build `pip install --no-build-isolation -e .` after
+    the model's edit renames the editable install's .pth, finder and dist-info (the realworld tier's cbor2 case
+    ended exit 7 on its right fix). The same files under the new version, and nothing else, are explained."""
+    watch, wt, site = layout(tmp_path)
+    editable(site, wt, "0.1.dev2")
+    watch.start()
+    remove_editable(site, "0.1.dev2")
+    editable(site, wt, "0.1.dev2+dirty")
+    assert watch.check() == []
+
+
+def test_a_reinstall_at_another_version_that_adds_code_is_named(tmp_path: Path) -> None:
+    watch, wt, site = layout(tmp_path)
+    editable(site, wt, "0.1.dev2")
+    watch.start()
+    remove_editable(site, "0.1.dev2")
+    editable(site, wt, "0.1.dev2+dirty", extra="import os; os.environ['X'] = '1'\n")
+    assert ["__editable___pkg_0_1_dev2_dirty_finder.py (created" in f for f in watch.check()] == [True]
+
+
+def test_an_editable_install_gone_without_a_successor_is_named(tmp_path: Path) -> None:
+    watch, wt, site = layout(tmp_path)
+    editable(site, wt, "0.1.dev2")
+    watch.start()
+    remove_editable(site, "0.1.dev2")
+    found = "\n".join(watch.check())
+    assert "__editable__.pkg-0.1.dev2.pth (removed" in found and "entry_points.txt (removed" in found
