@@ -20,7 +20,7 @@ from prime_ci.artifacts.notebook import NotebookWriter
 from prime_ci.artifacts.schemas import result_json
 from prime_ci.children.family import Family
 from prime_ci.durations import format_duration
-from prime_ci.engine import bridge_handlers, finish
+from prime_ci.engine import bridge_handlers, finish, opening
 from prime_ci.engine.actions_log import ActionsLog, Emit
 from prime_ci.engine.environment import (
     adopt_toolchain,
@@ -33,11 +33,10 @@ from prime_ci.engine.environment import (
     take_back,
     toolchain_vars,
 )
-from prime_ci.engine.from_session import go_on
 from prime_ci.engine.kernel_start import kernel_failed
 from prime_ci.engine.prepare import Prepared
 from prime_ci.engine.progress import Progress, start_ticker, stop_ticker
-from prime_ci.engine.resume import ResumeState, last_assistant
+from prime_ci.engine.resume import ResumeState
 from prime_ci.engine.settle import clear_worktree, settle
 from prime_ci.engine.setup import SetupOutcome, failure_detail
 from prime_ci.errors import KernelLost, ModelError, PersistenceError
@@ -48,7 +47,7 @@ from prime_ci.gates.outside import Outside
 from prime_ci.isolation import procs
 from prime_ci.isolation.box import RUN_VAR, run_needle
 from prime_ci.isolation.sandbox import colour_off, scrubbed_env
-from prime_ci.isolation.untrusted import clean_terminal_text, fence
+from prime_ci.isolation.untrusted import clean_terminal_text
 from prime_ci.isolation.worktree import DIRTY_SHOWN
 from prime_ci.kernel.api import PRELOAD
 from prime_ci.kernel.bridge import Bridge, run_dir
@@ -59,7 +58,6 @@ from prime_ci.loop.budget import MAX_CALL_S, Budget, Limits
 from prime_ci.loop.compact import Compactor
 from prime_ci.loop.system_prompt import base_prompt
 from prime_ci.model.routes import (
-    ReplayModel,
     child_model,
     completion_limit,
     context_window,
@@ -243,9 +241,10 @@ class Run:
                                 + environment_section(self.prep, self.setup, builder.last)
                                 + self.prep.harness.prompt_section()})
         if self.resume is not None:
-            await self._continue(agent, self.resume)
+            assert self.kernel is not None
+            await opening.resumed(agent, self.resume, self.prep, self.judge, self.kernel)
         else:
-            self._begin(agent)
+            opening.begin(agent, self.prep, self.log)
         try:
             stop = await agent.run()
         except KernelLost as exc:
@@ -268,37 +267,6 @@ class Run:
         if self.setup and not self.setup[-1].passed:
             return Stop(StopReason.SETUP_FAILED, failure_detail(self.setup[-1], hint))
         return None
-
-    def _begin(self, agent: Agent) -> None:
-        cfg = self.prep.cfg
-        if self.prep.origin is not None:
-            go_on(agent, self.prep.origin, self.prep.worktree.base_commit)
-        if cfg.task_text() or self.prep.origin is None:
-            agent.give_task(cfg.task_text())
-        if cfg.untrusted_file is not None:
-            self.log.custom("prime_ci.untrusted", {"file": cfg.untrusted_file.name})
-            text = cfg.untrusted_file.read_text(encoding="utf-8", errors="replace")
-            agent.say("prime_ci.untrusted", fence(text, f"--untrusted-file {cfg.untrusted_file.name}"))
-
-    async def _continue(self, agent: Agent, state: ResumeState) -> None:
-        """Resume: the logged conversation again (not re-logged), the kernel's snapshot, a note to the model."""
-        for message, eid in zip(state.messages, state.ids, strict=True):
-            if eid is None:  # a call the interruption left unanswered: its answer is logged with the rest
-                agent.answer_unanswered(message["tool_call_id"], message["content"])
-            else:
-                agent.conversation.add(message, eid)
-        if (last := last_assistant(state.session.entries)) is not None:
-            agent.adopt(*last)
-        self.judge.rounds, self.judge.failed_rounds = state.gate_rounds, state.failed_rounds
-        self.judge.round_log, self.judge.round_failing = state.round_log, state.round_failing
-        if isinstance(self.prep.model, ReplayModel):
-            self.prep.model.position = state.replayed_replies
-        assert self.kernel is not None
-        restored = await self.kernel.restore()
-        lost = f" Sub-agents that were running were lost: {', '.join(state.children)}." if state.children else ""
-        agent.say("prime_ci.resumed", " ".join([
-            "[prime-ci] This run was interrupted and has been resumed. The Python kernel was restarted;",
-            f"{restored}.{lost}", *state.notes, "Check the state of the work, then continue the task."]))
 
     async def _on_cell(self, code: str, result: CellResult) -> None:
         self.cells.append({"code": code, "status": result.status, "output": cell_text(result.outputs)})
