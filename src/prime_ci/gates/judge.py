@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from prime_ci.gates import environment_errors
 from prime_ci.gates.builds import Builder, BuildOutcome
+from prime_ci.gates.bytecode import drop_tree_bytecode
 from prime_ci.gates.fast_rerun import FastRerun, plan_rerun
 from prime_ci.gates.junit import status_text
 from prime_ci.gates.runner import GateResult, GateSpec, feedback_message, run_gates, workspace_fingerprint
@@ -79,7 +80,9 @@ class Judge:
             return await self._full(only)
 
     async def _build(self, *, on_demand: bool = False) -> str | None:
-        """The builds before a round's gates; the feedback when one failed, else None."""
+        """The builds before a round's gates (every round starts here, without the worktree's bytecode of the
+        round before: :mod:`prime_ci.gates.bytecode`); the feedback when one failed, else None."""
+        await asyncio.to_thread(drop_tree_bytecode, self.env, self.worktree.path)
         if self.builds is None:
             return None
         if not self.builds.specs:
