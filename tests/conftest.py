@@ -12,11 +12,13 @@ import os
 import re
 import shutil
 import signal
+import site
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import venv
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +107,21 @@ def make_repo(root: Path, files: dict[str, str], *, message: str = "init") -> Pa
     subprocess.run([*git, "add", "-A"], cwd=root, check=True)
     subprocess.run([*git, "commit", "-qm", message], cwd=root, check=True)
     return root
+
+
+def job_bin(tmp: Path) -> Path:
+    """A CI job's ``bin`` directory whose ``python3`` (and ``python``) sees what the tests' interpreter sees
+    (pytest among it): an environment of its own, as setup-python leaves a job, over the tests' site
+    directories. Not a link to the tests' base interpreter: that is the machine's Python, which need not have
+    pytest (root's pyenv here has it, /usr/bin/python3 for another user has not)."""
+    root = tmp / "job-python"
+    if not (root / "pyvenv.cfg").exists():
+        venv.create(root, symlinks=True, with_pip=False)
+        version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+        dirs = [d for d in site.getsitepackages() if os.path.isdir(d)]
+        (root / "lib" / version / "site-packages" / "tests-site.pth").write_text(
+            "import site; " + "; ".join(f"site.addsitedir({d!r})" for d in dirs) + "\n")
+    return root / "bin"
 
 
 def repo_worktree(tmp_path: Path, files: dict[str, str]) -> Worktree:

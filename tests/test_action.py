@@ -26,7 +26,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from actions_runner import foreign
-from conftest import PRIME_CI
+from conftest import PRIME_CI, job_bin
 from prime_ci.demo import demo_flags
 from rendered import assert_inert
 
@@ -108,12 +108,8 @@ def base_env(tmp: Path) -> dict[str, str]:
 
 
 def runner_bin(tmp: Path) -> Path:
-    """A directory holding the job's ``python3``: the interpreter itself (what the tests' venv runs on)."""
-    path = tmp / "runner-bin"
-    path.mkdir(exist_ok=True)
-    if not (path / "python3").exists():
-        (path / "python3").symlink_to(os.path.realpath(sys.executable))
-    return path
+    """A directory holding the job's ``python3`` (an interpreter that has pytest: ``conftest.job_bin``)."""
+    return job_bin(tmp)
 
 
 def read_outputs(path: Path) -> dict[str, str]:

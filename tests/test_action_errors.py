@@ -13,18 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PRIME_CI
+from conftest import PRIME_CI, job_bin
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def job_env(tmp: Path) -> dict[str, str]:
-    """A runner's environment: ``python3`` on PATH is this interpreter."""
+    """A runner's environment: ``python3`` on PATH sees what the tests' interpreter sees (pytest)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIME_CI_", "INPUT_", "GITHUB_", "GH_"))}
-    runner_bin = tmp / "runner-bin"
-    runner_bin.mkdir(exist_ok=True)
-    if not (runner_bin / "python3").exists():
-        (runner_bin / "python3").symlink_to(os.path.realpath(sys.executable))
+    runner_bin = job_bin(tmp)
     (tmp / "home").mkdir(exist_ok=True)
     env.update(HOME=str(tmp / "home"), PATH=f"{runner_bin}{os.pathsep}{env.get('PATH', '')}")
     return env

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from conftest import PRIME_CI, PYTEST_GATE, make_repo
+from conftest import PRIME_CI, PYTEST_GATE, job_bin, make_repo
 from fake_github import FakeGitHub
 from prime_ci.demo import demo_flags
 from prime_ci.durations import format_duration
@@ -54,12 +54,9 @@ def git(*args: str, cwd: Path | None = None) -> str:
 
 
 def job_env(tmp: Path) -> dict[str, str]:
-    """A runner's environment: ``python3`` on PATH is this interpreter (pytest is installed beside it)."""
+    """A runner's environment: ``python3`` on PATH sees what the tests' interpreter sees (pytest)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIME_CI_", "INPUT_", "GITHUB_", "GH_"))}
-    runner_bin = tmp / "runner-bin"
-    runner_bin.mkdir(exist_ok=True)
-    if not (runner_bin / "python3").exists():
-        (runner_bin / "python3").symlink_to(os.path.realpath(sys.executable))
+    runner_bin = job_bin(tmp)
     (tmp / "home").mkdir(exist_ok=True)
     env.update(HOME=str(tmp / "home"), GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=str(tmp / "home" / ".gitconfig"),
                PATH=f"{runner_bin}{os.pathsep}{env.get('PATH', '')}")  # fmt: skip

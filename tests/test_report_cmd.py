@@ -19,7 +19,7 @@ from prime_ci.errors import ConfigError
 
 def demo_args(flags: dict[str, Any], out: Path, *extra: str) -> list[str]:
     args = ["run", flags["repo"], "--task", flags["task"], "--model", flags["model"], "--out", str(out),
-            "--max-wall", flags["max_wall"], "--sandbox", "off"]  # fmt: skip
+            "--max-wall", flags["max_wall"], "--sandbox", "off", "--python", flags["python"]]  # fmt: skip
     for gate in flags["gate"]:  # the demo's pytest gate, without the dev environment's plugins (PYTEST_GATE)
         args += ["--gate", gate.replace("python -m pytest -q", PYTEST_GATE, 1)]
     return [*args, *extra]
