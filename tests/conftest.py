@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 import prime_ci
+from prime_ci.isolation.cgroups import usable
 from prime_ci.isolation.worktree import Worktree
 from prime_ci.testing import RecordedRequest, ScriptedServer
 
@@ -107,6 +108,13 @@ def make_repo(root: Path, files: dict[str, str], *, message: str = "init") -> Pa
     subprocess.run([*git, "add", "-A"], cwd=root, check=True)
     subprocess.run([*git, "commit", "-qm", message], cwd=root, check=True)
     return root
+
+
+def by_cgroup(controller: str) -> bool:
+    """Whether prime-ci enforces this limit with a cgroup here (as root in most containers); else by an rlimit
+    (another user: the host's cgroups are root's), which makes a process fail, not the box kill it, and names no
+    limit: a fork is refused with EAGAIN, an allocation raises MemoryError in the process that asked."""
+    return controller in {c for h in usable() for c in h.controllers}
 
 
 def job_bin(tmp: Path) -> Path:

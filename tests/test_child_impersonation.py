@@ -79,6 +79,9 @@ def test_a_cell_cannot_speak_for_a_child_with_the_sandbox_off(tmp_path: Path) ->
     assert not [b for b in requests if contains("IMPERSONATED CALL")(b)], "a cell spoke for the child on the bridge"
     assert any(contains("stay idle")(b) for b in requests), "the real child got its token and made its model call"
     root = os.geteuid() == 0
-    looked = ("ENVIRON read", "MEMORY read") if root else ("ENVIRON PermissionError", "MEMORY PermissionError")
+    # the host makes itself undumpable first thing, but between its exec and that line its environment can be read
+    # by its user (a busy machine widens the moment): what counts there is that it holds no token (HOST-ONLY
+    # VALUES 0 below); its memory is read once the host has its token, long after
+    looked = ("ENVIRON read", "MEMORY read") if root else ("ENVIRON ", "MEMORY PermissionError")
     assert all(any(contains(what)(b) for b in requests) for what in looked), "the cell found the child host and looked"
     assert any(contains("HOST-ONLY VALUES 0")(b) for b in requests), "no token-shaped value in the host's environment"

@@ -6,6 +6,7 @@ install) still ends exit 0: ``tests/test_builds.py``.
 
 from __future__ import annotations
 
+import sysconfig
 from pathlib import Path
 
 from conftest import BUGGY, PYTEST_GATE, make_repo, run_prime
@@ -61,6 +62,9 @@ def test_a_sitecustomize_a_cell_plants_without_the_sandbox_is_a_security_stop(
     server.add(ipython(CELL_ATTACK), reply("fixed"))
     run = run_prime(tmp_path, repo, server, "--gate", PYTEST_GATE, "--sandbox", "off")
     assert run.code == 7, run.proc.stderr
-    assert run.result["gates"][-1]["passed"] is True and run.result["changed_files"] == []
+    # Debian's interpreter has a sitecustomize of its own in the standard library, which comes first on sys.path:
+    # there the planted one never runs, and only the stop shows it was planted
+    shadowed = Path(sysconfig.get_paths()["stdlib"], "sitecustomize.py").exists()
+    assert run.result["gates"][-1]["passed"] is not shadowed and run.result["changed_files"] == []
     assert "sitecustomize.py" in run.result["detail"], run.result["detail"]
     assert [f for f in run.result["flags"] if f.startswith("outside the worktree: ") and "sitecustomize.py" in f]

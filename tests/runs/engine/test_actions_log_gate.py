@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from pathlib import Path
 
 from conftest import PYTEST_GATE, make_repo
@@ -22,7 +23,8 @@ FILES = {"calc.py": "def add(a, b):\n    return a - b\n",
 def test_a_judged_round_is_one_group_with_its_failing_test(tmp_path: Path) -> None:
     """A real pytest gate on a real worktree: the round's group names the failing test, its file and line."""
     wt = create_worktree(str(make_repo(tmp_path / "repo", FILES)), None, parent=tmp_path)
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    # `python` is the tests' interpreter, as a job's PATH says (the machine may have no `python` at all)
+    env = {"PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]]), "HOME": str(tmp_path)}
     log = SessionLog.create(tmp_path / "out" / "session.jsonl", cwd=str(tmp_path))
     judge = Judge(gates_from_commands([PYTEST_GATE + " -p no:cacheprovider"]), wt, env, tmp_path / "gates", log,
                   3, limits=Limits())
