@@ -123,7 +123,7 @@ s = socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])
 s.sendall(json.dumps({'op': 'child.model', 'child': 'left', 'token': sys.argv[2], 'peer_pid': 1, 'tools': [],
                       'messages': [{'role': 'user', 'content': 'work'}]}).encode() + b'\n')
-print(s.makefile().readline())
+print(s.makefile().readline(), flush=True)  # a pipe: block-buffered unless PYTHONUNBUFFERED
 sys.stdin.read()
 '''
 
