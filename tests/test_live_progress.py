@@ -68,9 +68,13 @@ def test_a_terminal_shows_the_phase_turn_and_budgets_updated_during_a_slow_model
     tmux = ["tmux", "-L", f"prime-ci-test-{os.getpid()}", "-f", "/dev/null"]
     # GITHUB_ACTIONS unset: the line is off in an Actions log, and this test may run in one
     argv = command(tmp_path, repo, srv, unset=("GITHUB_ACTIONS",))
-    subprocess.run([*tmux, "new-session", "-d", "-x", "200", "-y", "50", shlex.join(argv)], check=True)
+    # set before the pane starts, in the command that starts the server: remain-on-exit (a run that ends at once
+    # leaves its screen to read, not a server gone with its only pane) and the shell that runs the command (else
+    # the account's: nologin for a user like nobody)
+    subprocess.run([*tmux, "set-option", "-g", "remain-on-exit", "on", ";", "set-option", "-g", "default-shell",
+                    "/bin/sh", ";", "new-session", "-d", "-x", "200", "-y", "50", shlex.join(argv)],
+                   check=True)  # fmt: skip
     try:
-        subprocess.run([*tmux, "set-option", "-g", "remain-on-exit", "on"], check=True)
 
         def screen() -> list[str]:  # -J: a line wider than the pane comes back whole; -S -: with what scrolled off
             text = subprocess.run([*tmux, "capture-pane", "-p", "-J", "-S", "-"], check=True, capture_output=True,
