@@ -87,13 +87,15 @@ def test_exported_children_are_listed_labelled_and_their_spend_reaches_the_root(
     assert by_path[str(kid_file)]["parentSessionPath"] == str(root_file)
     assert (by_path[str(gk_file)]["name"], by_path[str(gk_file)]["rlmDepth"]) == ("gk", 2)
     assert by_path[str(gk_file)]["parentSessionPath"] == str(kid_file)
-    assert by_path[str(kid_file)]["firstMessage"] == "[task from parent]\n\nchild task"
-
-    # the /context tree: children labelled with their tasks; totals equal result.json's
+    # the sub-agent list and the /context tree read the tasks as a live Prime Agent child shows its own (the
+    # parent's prompt: rlmChildLabel, compactRlmText), without the prefix prime-ci's children were given them with
+    assert by_path[str(kid_file)]["firstMessage"] == "child task"
+    assert by_path[str(gk_file)]["firstMessage"] == "grand task"
     tree = prime_agent_code.read("tree", root_file)
     [kid] = tree["children"]
-    assert kid["label"] == "[task from parent] child task"
-    assert [g["label"] for g in kid["children"]] == ["[task from parent] grand task"]
+    assert kid["label"] == "child task"
+    assert [g["label"] for g in kid["children"]] == ["grand task"]
+    # totals equal result.json's
     check_totals(tree, run.result)
 
 
