@@ -57,10 +57,11 @@ def test_a_prime_agent_fork_of_a_refined_compacted_run_with_a_child_is_shown_who
     targets = {e["targetId"] for e in folded}
     lines = dict(zip((e["id"] for e in forked.entries), forked.lines, strict=True))
     assert forked.rewritten == sorted(lines[target] for target in targets)
-    shown = cli_inproc(["show", str(fork)], cwd=tmp_path)
+    shown = cli_inproc(["show", str(fork)], cwd=tmp_path, env={"COLUMNS": "1000"})
     said = shown.stdout + shown.stderr
     assert shown.returncode == 0, said
-    assert f"{len(entries)} entries" in said and f"{len(targets)} lines rewritten by another writer" in said
+    assert f"header by another program, {len(entries)} of {len(entries)} entries with prime-ci's checksums" in said
+    assert f"from {run.out / 'session.jsonl'}" in said and f"{len(targets)} lines rewritten by another writer" in said
     assert "unreadable" not in said and "mismatch" not in said
     assert all(e["id"] in said for e in entries if e["type"] in ("message", "compaction") and e["id"] in targets)
 
