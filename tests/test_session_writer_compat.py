@@ -260,9 +260,13 @@ def test_children_attribute_usage_to_the_spawning_assistant_entry_and_export_to_
     kid_dirs = list((dest / "session-artifacts" / rid).glob("sub-????????"))
     assert len(kid_dirs) == 1 and (kid_dirs[0] / f"{kid[0]['id']}.jsonl").is_file()
     gk_file = next(kid_dirs[0].glob(f"sub-????????/{gk[0]['id']}.jsonl"))
-    gk_source = (run.out / "children" / "gk" / "session.jsonl").read_bytes()  # all but the header, byte for byte
-    assert gk_file.read_bytes().partition(b"\n")[2] == gk_source.partition(b"\n")[2]
-    assert read_session(gk_file, strict=True).header["parentSession"] == str(kid_dirs[0] / f"{kid[0]['id']}.jsonl")
+    gk_source = (run.out / "children" / "gk" / "session.jsonl").read_bytes().split(b"\n")
+    gk_lines = gk_file.read_bytes().split(b"\n")  # all but the header and the task, byte for byte
+    at = next(i for i, e in enumerate(gk) if e["type"] == "message")
+    assert gk_lines[1:at] + gk_lines[at + 1:] == gk_source[1:at] + gk_source[at + 1:]
+    exported_gk = read_session(gk_file, strict=True)
+    assert exported_gk.header["parentSession"] == str(kid_dirs[0] / f"{kid[0]['id']}.jsonl")
+    assert not exported_gk.rewritten and _text(exported_gk.entries[at - 1]["message"]["content"]) == "grand task"
 
 
 def check_attributions(entries: Entries, calls: int, child: str) -> None:

@@ -7,10 +7,13 @@ and each grandchild's directory nested inside its parent's. Its sub-agent list c
 registry, ``rlm-subagents.jsonl`` in the parent's artifact directory (``session-artifacts/<parent id>/`` beside
 the directory holding the parent's file), one ``rlm_subagent`` record per child naming its session file.
 
-The root is copied byte for byte (the child ids are already ``sub-<8 hex>``); a child's header is rewritten
-only to point ``parentSession`` at its parent's exported file (its ``crc32`` recomputed when it has one). The
-parent-child links come from the root's ``prime_ci.child`` records; every path written is absolute, as Prime
-Agent writes them.
+The root is copied byte for byte (the child ids are already ``sub-<8 hex>``). A child is copied byte for byte
+but for two lines: its header, to point ``parentSession`` at its parent's exported file, and its task (its first
+user message), without the ``[task from parent]`` prefix prime-ci's child was given it with. Prime Agent labels a
+sub-agent read from disk by that message (its ``/context`` tree; ``firstMessage`` in its sub-agent list), and a
+live one by the task as the parent gave it: without the prefix, the two read alike. Each rewritten line's
+``crc32`` is recomputed when it has one. The parent-child links come from the root's ``prime_ci.child`` records;
+every path written is absolute, as Prime Agent writes them.
 """
 
 from __future__ import annotations
@@ -78,7 +81,7 @@ def export_prime_agent(out: Path, dest: Path) -> list[Path]:
         child = read_session(source, data=raw)
         child_id = _plain(child.header.get("id") or rlm_id, "session id", source)
         mine = exported[rlm_id] = _Exported(child_id, parent.dir / rlm_id / f"{child_id}.jsonl", parent.dir / rlm_id)
-        writes.append((mine.file, _reparented(raw, str(parent.file), source)))
+        writes.append((mine.file, _as_prime_agent_child(raw, str(parent.file), source, child)))
         registry = parent.file.parent.parent / "session-artifacts" / parent.session_id / REGISTRY
         registries.setdefault(registry, []).append(_record(data, entry, child, mine, parent))
     _check_layout([path for path, _ in writes] + list(registries), root_path)
@@ -97,19 +100,47 @@ def _read(out: Path, path: Path) -> bytes | None:
         return None
 
 
-def _reparented(data: bytes, parent_file: str, source: Path) -> bytes:
-    """The session file with its header's ``parentSession`` set to ``parent_file``; the rest byte for byte."""
-    first, sep, rest = data.partition(b"\n")
-    try:
-        header = json.loads(first)
-    except ValueError:
-        header = None
-    if not isinstance(header, dict) or header.get("type") != "session":
+def _as_prime_agent_child(data: bytes, parent_file: str, source: Path, child: SessionFile) -> bytes:
+    """The child's session file with its header's ``parentSession`` set to ``parent_file`` and its task without
+    prime-ci's prefix; every other line byte for byte."""
+    lines = data.split(b"\n")
+    header = _record_of(lines[0])
+    if header is None or header.get("type") != "session":
         raise ConfigError(f"export: {source} is corrupt: its first line is not a session header; nothing was exported")
-    signed = header.pop("crc32", None) is not None
     header["parentSession"] = parent_file
-    text = record_text(header)
-    return (signed_line(text) if signed else (text + "\n").encode()) + rest if sep else text.encode()
+    lines[0] = _line(header)
+    task = _task_entry(child)
+    at = child.lines[task] - 1 if task is not None else 0
+    if 0 < at < len(lines) and (entry := _record_of(lines[at])) is not None and _unprefixed(entry):
+        lines[at] = _line(entry)
+    return b"\n".join(lines)
+
+
+def _unprefixed(entry: dict[str, Any]) -> bool:
+    """Take prime-ci's prefix off the first text part of a task message; whether it was there."""
+    message = entry.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    first = next((p for p in content if isinstance(p, dict) and p.get("type") == "text"), None) \
+        if isinstance(content, list) else None
+    if first is None or not isinstance(first.get("text"), str) or not first["text"].startswith(TASK_PREFIX):
+        return False
+    first["text"] = first["text"].removeprefix(TASK_PREFIX)
+    return True
+
+
+def _record_of(line: bytes) -> dict[str, Any] | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _line(record: dict[str, Any]) -> bytes:
+    """``record`` written again (without its newline), signed when it was."""
+    signed = record.pop("crc32", None) is not None
+    text = record_text(record)
+    return signed_line(text)[:-1] if signed else text.encode("utf-8", "backslashreplace")
 
 
 def _record(spawned: dict[str, Any], entry: dict[str, Any], child: SessionFile, mine: _Exported,
@@ -129,18 +160,28 @@ def _record(spawned: dict[str, Any], entry: dict[str, Any], child: SessionFile, 
 
 
 def _task(child: SessionFile) -> str:
-    """The task the parent gave: the child's first user message, without the prefix prime-ci adds. A malformed
-    message before it is refused, naming its line (exit 2)."""
+    """The task the parent gave: the child's first user message, without the prefix prime-ci adds."""
+    found = _task_entry(child, legacy=True)
+    if found is None:
+        return ""
+    e = child.entries[found]
+    parts = e["message"].get("content") if e.get("type") == "message" else e.get("content")
+    return parts_text(parts or "").removeprefix(TASK_PREFIX)
+
+
+def _task_entry(child: SessionFile, *, legacy: bool = False) -> int | None:
+    """The index of the child's task: its first user message (with ``legacy``, or a first ``custom_message``, as
+    logs had it before the task was a user message). A malformed message before it is refused, naming its line
+    (exit 2)."""
     for i, e in enumerate(child.entries):
         if e.get("type") in ("message", "custom_message") and (problem := malformed(e)) is not None:
             line = child.lines[i] if i < len(child.lines) else "?"
             raise ConfigError(f"export: {child.path} is corrupt: line {line}: {problem}; nothing was exported")
         if e.get("type") == "message" and e["message"].get("role") == "user":
-            text = parts_text(e["message"].get("content") or "")
-            return text.removeprefix(TASK_PREFIX)
-        if e.get("type") == "custom_message":  # logs written before the task was a user message
-            return parts_text(e.get("content") or "").removeprefix(TASK_PREFIX)
-    return ""
+            return i
+        if e.get("type") == "custom_message":
+            return i if legacy else None
+    return None
 
 
 def _depth(value: Any) -> int:

@@ -166,5 +166,10 @@ def go_on(agent: Agent, origin: Origin, base_commit: str) -> None:
             f"clone of the repository at {base_commit[:12]}: changes made to files before are not here unless they "
             "were committed, and the Python kernel is new (no variable, import or process from before exists). "
             "Check the state of the work first, then continue.")
-    for message, eid in Continuation(origin, agent.log).write(note):
+    written = Continuation(origin, agent.log).write(note)
+    for message, eid in written:
         agent.conversation.add(message, eid)
+    # a call before this run's first reply (a compaction of the long conversation) is folded into the last reply
+    # copied, whose usage here is zero: Prime Agent then counts it, once, as result.json does
+    if replies := [eid for message, eid in written if message["role"] == "assistant"]:
+        agent.adopt(replies[-1], session_usage(Usage(), Cost()))

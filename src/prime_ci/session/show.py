@@ -67,8 +67,12 @@ def render(path: Path, console: Console | None = None, *, children: bool = True)
     info = f"cwd {h.get('cwd')} · {_plural(len(entries), 'entry')}"
     if tree.off_branch:
         info += f" · {len(tree.path)} on the active branch, {len(tree.off_branch)} off it"
-    if not session.checksummed:
-        info += " · no checksums (not written by prime-ci)"
+    if not session.checksummed:  # another program's session, or its copy of a prime-ci log (Prime Agent's fork)
+        signed = sum("crc32" in e for e in session.entries)
+        info += (f" · header by another program, {signed} of {_plural(len(entries), 'entry')} with prime-ci's "
+                 "checksums" if signed else " · no checksums (not written by prime-ci)")
+    if h.get("parentSession"):
+        info += f" · from {h['parentSession']}"
     console.print(Text(info, style="dim"))
     labels = _labels(entries)
     marked = not session.foreign_suffix

@@ -87,13 +87,15 @@ def test_exported_children_are_listed_labelled_and_their_spend_reaches_the_root(
     assert by_path[str(kid_file)]["parentSessionPath"] == str(root_file)
     assert (by_path[str(gk_file)]["name"], by_path[str(gk_file)]["rlmDepth"]) == ("gk", 2)
     assert by_path[str(gk_file)]["parentSessionPath"] == str(kid_file)
-    assert by_path[str(kid_file)]["firstMessage"] == "[task from parent]\n\nchild task"
-
-    # the /context tree: children labelled with their tasks; totals equal result.json's
+    # the sub-agent list and the /context tree read the tasks as a live Prime Agent child shows its own (the
+    # parent's prompt: rlmChildLabel, compactRlmText), without the prefix prime-ci's children were given them with
+    assert by_path[str(kid_file)]["firstMessage"] == "child task"
+    assert by_path[str(gk_file)]["firstMessage"] == "grand task"
     tree = prime_agent_code.read("tree", root_file)
     [kid] = tree["children"]
-    assert kid["label"] == "[task from parent] child task"
-    assert [g["label"] for g in kid["children"]] == ["[task from parent] grand task"]
+    assert kid["label"] == "child task"
+    assert [g["label"] for g in kid["children"]] == ["grand task"]
+    # totals equal result.json's
     check_totals(tree, run.result)
 
 
@@ -117,3 +119,27 @@ def test_compaction_and_refinement_spend_is_in_prime_agents_totals(
     tree = prime_agent_code.read("tree", next((dest / "sessions").glob("*.jsonl")))
     assert tree["children"] == []
     check_totals(tree, run.result)
+
+
+def test_a_continued_run_that_compacts_before_its_first_reply_is_in_prime_agents_totals(
+    tmp_path: Path, buggy_repo: Path, server: ScriptedServer
+) -> None:
+    """Issue 40, acceptance 3: ``--from-session`` over a long conversation under a small window compacts before
+    the run's first reply; that call is folded into the latest assistant entry the run copied (its own usage
+    zeroed: the earlier session's spend), so Prime Agent's totals over the new session are result.json's."""
+    server.add(ipython("print('step', *range(1500))"), reply("printed"))
+    earlier = run_inproc(tmp_path, buggy_repo, server, *PRICE)
+    assert earlier.code == 0, earlier.proc.stderr
+    asked = len(server.chat_requests)
+    server.route(contains(SUMMARIZER), [reply("## Goal\nsummary\n## Next Steps\ngo on")])
+    server.add(reply("done"))
+    run = run_inproc(tmp_path, buggy_repo, server, "--from-session", str(earlier.out / "session.jsonl"),
+                     "--context-window", "6000", *PRICE)
+    assert run.code == 0, run.proc.stderr
+    assert [contains(SUMMARIZER)(r.body) for r in server.chat_requests[asked:]] == [True, False]
+    tree = prime_agent_code.read("tree", run.out / "session.jsonl")
+    check_totals(tree, run.result)
+    entries = run.session()
+    [folded] = [e for e in entries if e["type"] == "child_usage_attributed"]
+    copied = [e["id"] for e in entries if e["type"] == "message" and e["message"]["role"] == "assistant"]
+    assert folded["usageSource"] == "compaction" and folded["targetId"] == copied[-2], "the last copied reply"
