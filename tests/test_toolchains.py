@@ -28,7 +28,7 @@ FILES = {
 }
 # the gate checks where its python is: the environment uv made, through the run's layer
 WHERE = ("import os, sys; print('LAYERED ON', [p for p in sys.path if '/.venv/lib/' in p][:1], "
-         "'UV_OFFLINE', os.environ.get('UV_OFFLINE'))")
+         "'UV_OFFLINE', os.environ.get('UV_OFFLINE'), 'VIRTUAL_ENV', os.environ.get('VIRTUAL_ENV'))")
 
 
 @pytest.mark.skipif(UV is None, reason="uv is in the dev environment's lock")
@@ -48,6 +48,11 @@ def test_a_uv_project_set_up_as_its_ci_does_runs_in_the_environment_uv_made(tmp_
     assert "uv run --offline pytest" in system
     seen = str(server.chat_requests[1].body["messages"][-1]["content"])
     assert "LAYERED ON ['" in seen and "/.venv/lib/" in seen and "UV_OFFLINE 1" in seen, seen
+    # VIRTUAL_ENV names the environment uv made, so `uv run` does not warn, every round, that it ignores another one
+    # (Kludex/python-multipart's gates said so atop the model's feedback)
+    assert "/work/.venv" in seen.split("VIRTUAL_ENV", 1)[1], seen
+    log = "".join(p.read_text(encoding="utf-8") for p in (run.out / "gates").glob("*.log"))
+    assert log and "does not match the project environment" not in log, log
 
 
 @pytest.mark.skipif(UV is None or bwrap_binary() is None, reason="uv is in the dev environment's lock; needs bwrap")

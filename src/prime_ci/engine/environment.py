@@ -129,6 +129,10 @@ def adopt_toolchain(prep: Prepared, judge: Judge, kernel_env: dict[str, str]) ->
         return None
     interp = projenv.probe_made(made[1])
     prep.project = projenv.relayer(prep.project, interp)
+    if made[0].warns_active and "VIRTUAL_ENV" in judge.env:
+        # `uv run` said atop every round's feedback that the run environment's VIRTUAL_ENV is not its .venv and is
+        # ignored: the run environment is layered on that .venv, which is the one to name
+        judge.env["VIRTUAL_ENV"] = kernel_env["VIRTUAL_ENV"] = str(made[1])
     prep.tools_note = toolchains.prompt_note(found, made, sandboxed=sandboxed)
     if (sandbox := prep.sandbox) is not None:
         # the kernel's cells see the environment read-only; the gates and builds run the tool, which writes in the

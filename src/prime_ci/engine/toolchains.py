@@ -88,6 +88,9 @@ class Toolchain:
     writes: bool = False  # running the tests writes in its environment (logs, the project reinstalled)
     # it installs into an activated environment (VIRTUAL_ENV) when there is one, instead of making its own
     takes_active: bool = False
+    # it warns on every run that an activated environment other than the one it made is ignored: once setup made
+    # its environment, that one is the gates' and the cells' VIRTUAL_ENV
+    warns_active: bool = False
 
     def environment(self, worktree: Path, home: Path) -> Path | None:
         """The virtual environment setup made for it, if exactly one is there."""
@@ -104,7 +107,7 @@ class Toolchain:
 # offline switches: uv and pip fail at once, with a line exit 10 recognises, instead of trying the resolver
 _PIP_OFFLINE = {"PIP_NO_INDEX": "1", "UV_OFFLINE": "1"}
 TOOLCHAINS = (
-    Toolchain("uv", "uv.lock", "uv sync --frozen", "uv run --offline pytest", {"UV_OFFLINE": "1"}),
+    Toolchain("uv", "uv.lock", "uv sync --frozen", "uv run --offline pytest", {"UV_OFFLINE": "1"}, warns_active=True),
     Toolchain("poetry", "poetry.lock", "poetry install", "poetry run pytest", _PIP_OFFLINE, takes_active=True),
     Toolchain("pdm", "pdm.lock", "pdm install", "pdm run pytest", _PIP_OFFLINE),
     # the project's wheel is rebuilt offline in tox's .pkg environment each round (an sdist's build would fetch its
