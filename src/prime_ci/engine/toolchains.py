@@ -138,6 +138,14 @@ def _pyproject_has(worktree: Path, tool: str) -> bool:
     return isinstance(section, dict) and tool in section
 
 
+def named(toolchains: list[Toolchain], commands: list[str]) -> list[Toolchain]:
+    """The toolchains a setup, gate or build command runs by name (`uv sync`, `python -m tox`, `/opt/bin/nox`): a
+    repository may carry the files of several (pytest-dev/pluggy: a uv.lock beside the tox.ini its CI runs), and
+    the model is told how to run the tests with those the run uses, not with a tool that is not even installed."""
+    text = "\n".join(commands)
+    return [t for t in toolchains if re.search(rf"(?<![\w.-]){re.escape(t.name)}(?![\w.-])", text)]
+
+
 def unset_env(toolchains: list[Toolchain]) -> list[str]:
     """What setup, the gates and the kernel must not have for the tools to make their own environment: the run
     environment's VIRTUAL_ENV would have poetry install the project there, beside poetry's own packages."""
