@@ -25,10 +25,12 @@ FILES = {
     "test_calc.py": "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
                     "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
     ".gitignore": "__pycache__/\n.venv/\n",
+    # as in Kludex/python-multipart: a noxfile for other sessions, never run here
+    "noxfile.py": "import nox\n",
 }
 # the gate checks where its python is: the environment uv made, through the run's layer
 WHERE = ("import os, sys; print('LAYERED ON', [p for p in sys.path if '/.venv/lib/' in p][:1], "
-         "'UV_OFFLINE', os.environ.get('UV_OFFLINE'))")
+         "'UV_OFFLINE', os.environ.get('UV_OFFLINE'), 'VIRTUAL_ENV', os.environ.get('VIRTUAL_ENV'))")
 
 
 @pytest.mark.skipif(UV is None, reason="uv is in the dev environment's lock")
@@ -46,8 +48,14 @@ def test_a_uv_project_set_up_as_its_ci_does_runs_in_the_environment_uv_made(tmp_
     system = server.chat_requests[0].body["messages"][0]["content"]
     assert "The project uses uv (uv.lock); setup made its environment at" in system and "/.venv" in system
     assert "uv run --offline pytest" in system
+    assert "- nox:" not in system, "nox is not used by the run: the model is not told to run the tests with it"
     seen = str(server.chat_requests[1].body["messages"][-1]["content"])
     assert "LAYERED ON ['" in seen and "/.venv/lib/" in seen and "UV_OFFLINE 1" in seen, seen
+    # VIRTUAL_ENV names the environment uv made, so `uv run` does not warn, every round, that it ignores another one
+    # (Kludex/python-multipart's gates said so atop the model's feedback)
+    assert "/work/.venv" in seen.split("VIRTUAL_ENV", 1)[1], seen
+    log = "".join(p.read_text(encoding="utf-8") for p in (run.out / "gates").glob("*.log"))
+    assert log and "does not match the project environment" not in log, log
 
 
 @pytest.mark.skipif(UV is None or bwrap_binary() is None, reason="uv is in the dev environment's lock; needs bwrap")

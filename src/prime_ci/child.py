@@ -29,7 +29,7 @@ def main(spec_path: Path) -> int:
     from prime_ci.kernel.bridge import run_dir, socket_base
     from prime_ci.kernel.launch import KernelConfig, launch
 
-    spec = json.loads(spec_path.read_text())
+    spec = json.loads(spec_path.read_text(encoding="utf-8"))
     spec["token"] = secret
     marker = os.environ.get(RUN_VAR, "")
     bridge_dir = run_dir(marker) if marker else Path(tempfile.mkdtemp(prefix="pci-", dir=socket_base()))

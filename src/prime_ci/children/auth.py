@@ -39,7 +39,7 @@ def descends_from(pid: int, ancestor: int, depth: int = 6) -> bool:
         if pid == ancestor:
             return True
         try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
+            stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
         except OSError:
             return False
         pid = int(stat.rsplit(")", 1)[1].split()[1])

@@ -51,7 +51,7 @@ def claim(environ: MutableMapping[str, str]) -> str:
 
 
 def _tracer() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
+    for line in Path("/proc/self/status").read_text(encoding="utf-8").splitlines():
         if line.startswith("TracerPid:"):
             return int(line.split()[1])
     return 0

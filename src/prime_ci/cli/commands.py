@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -198,6 +199,11 @@ def export(out_dir: Path, dest: Path) -> int:
 
 def main() -> None:
     guard()  # in a GitHub Actions log, nothing printed from here on can be a workflow command prime-ci did not write
+    # a job that sets PYTHONWARNDEFAULTENCODING (for its tests, at the workflow's level) sets it for this step too: the
+    # libraries prime-ci runs on are not the job's to fix, so their warnings stay off the console; prime-ci's own code
+    # names its encodings, and would still be shown (tests/test_job_warnings.py)
+    warnings.filterwarnings("ignore", category=EncodingWarning)
+    warnings.filterwarnings("default", category=EncodingWarning, module=r"prime_ci(\.|$)")
     try:
         code = cli.main(standalone_mode=False)
     except click.exceptions.Abort:

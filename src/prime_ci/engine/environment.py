@@ -120,7 +120,9 @@ def adopt_toolchain(prep: Prepared, judge: Judge, kernel_env: dict[str, str]) ->
     found = toolchains.recognise(prep.worktree.path)
     offline = toolchains.offline_env(found)
     sandboxed = prep.sandbox is not None
-    prep.tools_note = toolchains.prompt_note(found, None, sandboxed=sandboxed)
+    used = toolchains.named(found, [*(s.command for s in prep.setup), *(g.command for g in prep.gates),
+                                    *(b.command for b in prep.builds)])
+    prep.tools_note = toolchains.prompt_note(used, None, sandboxed=sandboxed)
     judge.env.update(offline)  # the builds share the gates' environment
     kernel_env.update(offline)
     made = next(((t, env) for t in found if (env := t.environment(prep.worktree.path, prep.worktree.root / "home"))),
@@ -129,7 +131,12 @@ def adopt_toolchain(prep: Prepared, judge: Judge, kernel_env: dict[str, str]) ->
         return None
     interp = projenv.probe_made(made[1])
     prep.project = projenv.relayer(prep.project, interp)
-    prep.tools_note = toolchains.prompt_note(found, made, sandboxed=sandboxed)
+    if made[0].warns_active and "VIRTUAL_ENV" in judge.env:
+        # `uv run` said atop every round's feedback that the run environment's VIRTUAL_ENV is not its .venv and is
+        # ignored: the run environment is layered on that .venv, which is the one to name
+        judge.env["VIRTUAL_ENV"] = kernel_env["VIRTUAL_ENV"] = str(made[1])
+    used = [t for t in found if t in used or t is made[0]]  # setup behind a script made it: it is used
+    prep.tools_note = toolchains.prompt_note(used, made, sandboxed=sandboxed)
     if (sandbox := prep.sandbox) is not None:
         # the kernel's cells see the environment read-only; the gates and builds run the tool, which writes in the
         # environment it made (tox's logs, the package reinstalled each round by tox and `nox -r`, uv's sync),

@@ -88,6 +88,9 @@ class Toolchain:
     writes: bool = False  # running the tests writes in its environment (logs, the project reinstalled)
     # it installs into an activated environment (VIRTUAL_ENV) when there is one, instead of making its own
     takes_active: bool = False
+    # it warns on every run that an activated environment other than the one it made is ignored: once setup made
+    # its environment, that one is the gates' and the cells' VIRTUAL_ENV
+    warns_active: bool = False
 
     def environment(self, worktree: Path, home: Path) -> Path | None:
         """The virtual environment setup made for it, if exactly one is there."""
@@ -104,7 +107,7 @@ class Toolchain:
 # offline switches: uv and pip fail at once, with a line exit 10 recognises, instead of trying the resolver
 _PIP_OFFLINE = {"PIP_NO_INDEX": "1", "UV_OFFLINE": "1"}
 TOOLCHAINS = (
-    Toolchain("uv", "uv.lock", "uv sync --frozen", "uv run --offline pytest", {"UV_OFFLINE": "1"}),
+    Toolchain("uv", "uv.lock", "uv sync --frozen", "uv run --offline pytest", {"UV_OFFLINE": "1"}, warns_active=True),
     Toolchain("poetry", "poetry.lock", "poetry install", "poetry run pytest", _PIP_OFFLINE, takes_active=True),
     Toolchain("pdm", "pdm.lock", "pdm install", "pdm run pytest", _PIP_OFFLINE),
     # the project's wheel is rebuilt offline in tox's .pkg environment each round (an sdist's build would fetch its
@@ -133,6 +136,14 @@ def _pyproject_has(worktree: Path, tool: str) -> bool:
         return False
     section = data.get("tool")
     return isinstance(section, dict) and tool in section
+
+
+def named(toolchains: list[Toolchain], commands: list[str]) -> list[Toolchain]:
+    """The toolchains a setup, gate or build command runs by name (`uv sync`, `python -m tox`, `/opt/bin/nox`): a
+    repository may carry the files of several (pytest-dev/pluggy: a uv.lock beside the tox.ini its CI runs), and
+    the model is told how to run the tests with those the run uses, not with a tool that is not even installed."""
+    text = "\n".join(commands)
+    return [t for t in toolchains if re.search(rf"(?<![\w.-]){re.escape(t.name)}(?![\w.-])", text)]
 
 
 def unset_env(toolchains: list[Toolchain]) -> list[str]:

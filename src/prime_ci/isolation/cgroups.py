@@ -72,7 +72,7 @@ def _mounts() -> list[tuple[str, Path, str, set[str]]]:
     """(root, mount point, fstype, super options) of the cgroup mounts."""
     found = []
     with contextlib.suppress(OSError):
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        for line in Path("/proc/self/mountinfo").read_text(encoding="utf-8").splitlines():
             left, _, right = line.partition(" - ")
             fields, tail = left.split(), right.split()
             if len(fields) >= 5 and len(tail) >= 3 and tail[0] in ("cgroup", "cgroup2"):
@@ -88,7 +88,7 @@ def _own_path(root: str, mount: Path, cgroup: str) -> Path | None:
 def _discover() -> list[Hierarchy]:
     """v1's pids and memory hierarchies when mounted (a v2 beside them is hybrid mode's), else the v2 one."""
     try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
+        lines = Path("/proc/self/cgroup").read_text(encoding="utf-8").splitlines()
     except OSError:
         return []
     own = {}
@@ -106,9 +106,9 @@ def _discover() -> list[Hierarchy]:
         elif "<v2>" in own and (path := _own_path(root, mount, own["<v2>"])) is not None:
             for name in _CONTROLLERS:  # fails (EBUSY) unless our cgroup holds no processes or is the root
                 with contextlib.suppress(OSError):
-                    (path / "cgroup.subtree_control").write_text(f"+{name}")
+                    (path / "cgroup.subtree_control").write_text(f"+{name}", encoding="utf-8")
             try:
-                enabled = set((path / "cgroup.subtree_control").read_text().split())
+                enabled = set((path / "cgroup.subtree_control").read_text(encoding="utf-8").split())
             except OSError:
                 continue
             v2.append(Hierarchy(path, 2, frozenset(enabled.intersection(_CONTROLLERS))))
@@ -185,7 +185,7 @@ def counter(path: Path, key: str) -> int:
 
 def read(path: Path) -> str:
     try:
-        return path.read_text()
+        return path.read_text(encoding="utf-8")
     except OSError:
         return ""
 
@@ -193,7 +193,7 @@ def read(path: Path) -> str:
 def write(path: Path, value: str) -> bool:
     """Write a cgroup file; False when the kernel or the permissions refused it (the caller decides what then)."""
     try:
-        path.write_text(value)
+        path.write_text(value, encoding="utf-8")
     except OSError:
         return False
     return True

@@ -57,7 +57,7 @@ def _taken_by(value: int) -> str | None:
         return f"group {grp.getgrgid(value).gr_name!r}"
     for table in ID_TABLES:
         with contextlib.suppress(OSError):
-            for line in Path(table).read_text().splitlines():
+            for line in Path(table).read_text(encoding="utf-8").splitlines():
                 name, _, rest = line.partition(":")
                 start, _, count = rest.partition(":")
                 if start.isdigit() and count.isdigit() and int(start) <= value < int(start) + int(count):

@@ -103,7 +103,7 @@ def limit_marked(*, hard: int, soft: int | None = None) -> dict[int, int]:
 def cgroup_members(path: Path) -> dict[int, int]:
     found: dict[int, int] = {}
     try:
-        pids = [int(word) for word in (path / "cgroup.procs").read_text().split()]
+        pids = [int(word) for word in (path / "cgroup.procs").read_text(encoding="utf-8").split()]
     except (OSError, ValueError):
         return found
     for pid in pids:

@@ -77,8 +77,8 @@ def find_python(explicit: str | None, repo: Path | None, path: str | None = None
 
 def probe(python: str) -> Interpreter:
     try:
-        proc = subprocess.run([python, "-I", "-c", _PROBE], capture_output=True, text=True, timeout=60,
-                              stdin=subprocess.DEVNULL, check=False)
+        proc = subprocess.run([python, "-I", "-c", _PROBE], capture_output=True, timeout=60, stdin=subprocess.DEVNULL,
+                              check=False, encoding="utf-8", errors="replace")
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ConfigError(f"--python: cannot run {python}: {exc}") from None
     if proc.returncode != 0:
@@ -95,8 +95,8 @@ def probe_made(venv: Path) -> Interpreter:
     prefix, so the venv's own layout gives its prefix, site directory and scripts."""
     python = venv / "bin" / "python"
     try:
-        proc = subprocess.run([str(python), "-I", "-S", "-c", _PROBE], capture_output=True, text=True, timeout=60,
-                              stdin=subprocess.DEVNULL, check=False)
+        proc = subprocess.run([str(python), "-I", "-S", "-c", _PROBE], capture_output=True, timeout=60,
+                              stdin=subprocess.DEVNULL, check=False, encoding="utf-8", errors="replace")
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ConfigError(f"cannot run {python}: {exc}") from None
     if proc.returncode != 0:

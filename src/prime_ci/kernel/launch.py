@@ -105,5 +105,5 @@ def write_connection_file(path: Path, ipc_base: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(info, f)

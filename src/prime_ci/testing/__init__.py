@@ -335,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--min-cache-tokens", type=int, help="shortest cached prefix (default 0 / 1024)")
     args = parser.parse_args(argv)
 
-    steps = steps_from_json(json.loads(args.script.read_text())) if args.script else []
+    steps = steps_from_json(json.loads(args.script.read_text(encoding="utf-8"))) if args.script else []
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -353,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             if args.record is not None:
                 keys = ("path", "api", "headers", "body", "t", "step_kind", "exhausted", "rejected")
-                with args.record.open("w") as f:
+                with args.record.open("w", encoding="utf-8") as f:
                     for r in srv.requests:
                         f.write(json.dumps({k: getattr(r, k) for k in keys}) + "\n")
     return 0

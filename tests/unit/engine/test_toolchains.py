@@ -65,6 +65,22 @@ def test_gates_get_the_tools_offline_switches_and_the_model_how_to_run_the_tests
     assert "read-only in your cells: run its tests as the gates do, with `await gates.run()`" in sandboxed
 
 
+@pytest.mark.parametrize(("commands", "expected"), [
+    (["tox -e py --notest -x testenv.package=wheel", "tox -e py -x testenv.package=wheel"], ["tox"]),
+    (["python -m tox run -e py311"], ["tox"]), (["/opt/tools/bin/uv sync --frozen", "scripts/test"], ["uv"]),
+    (["uvx tox-uv --version", "cat tox.ini", "pre-commit-uv run"], []), (["uv run --offline tox -e py"], ["uv", "tox"]),
+])
+def test_the_model_is_told_of_the_tools_the_run_uses(tmp_path: Path, commands: list[str],
+                                                      expected: list[str]) -> None:
+    """pytest-dev/pluggy has a uv.lock beside the tox.ini its CI runs: set up with tox, the model was told to run its
+    tests with `uv run --offline pytest`, and uv was not even on PATH."""
+    (tmp_path / "uv.lock").write_text("")
+    (tmp_path / "tox.ini").write_text("")
+    used = toolchains.named(toolchains.recognise(tmp_path), commands)
+    assert [t.name for t in used] == expected
+    assert ("uv run --offline" in "\n".join(toolchains.prompt_note(used, None))) == ("uv" in expected)
+
+
 def test_build_requirements_are_plain_specifiers_only(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["setuptools>=64", "setuptools-scm[toml]>=8", "wheel; python_version < \'3.12\'",'

@@ -52,7 +52,7 @@ def save(ns: dict[str, Any], directory: str, hidden: set[str] | None = None) -> 
     os.replace(state + ".tmp", state)
     manifest = {"version": 1, "savedNames": sorted(blobs), "modules": modules, "skipped": skipped, "bytes": total,
                 "pythonVersion": sys.version.split()[0], "timestamp": time.time()}
-    with open(os.path.join(directory, "kernel-state.json.tmp"), "w") as fh:
+    with open(os.path.join(directory, "kernel-state.json.tmp"), "w", encoding="utf-8") as fh:
         json.dump(manifest, fh)
     os.replace(os.path.join(directory, "kernel-state.json.tmp"), os.path.join(directory, "kernel-state.json"))
     return manifest
@@ -84,6 +84,6 @@ def restore(ns: dict[str, Any], directory: str) -> dict[str, Any]:
     manifest_path = os.path.join(directory, "kernel-state.json")
     skipped = []
     if os.path.exists(manifest_path):
-        with open(manifest_path) as fh:
+        with open(manifest_path, encoding="utf-8") as fh:
             skipped = json.load(fh)["skipped"]
     return {"restored": sorted(restored), "failed": failed + skipped}
