@@ -14,7 +14,7 @@ import pytest
 
 from conftest import BUGGY, FIX, PYTEST_GATE, make_repo, run_prime
 from prime_ci.isolation.sandbox import bwrap_binary
-from prime_ci.testing import ScriptedServer, ipython, reply
+from prime_ci.testing import ScriptedServer, contains, ipython, reply
 
 UV = shutil.which("uv", path=str(Path(sys.executable).parent))
 PYPROJECT = ('[project]\nname = "calc"\nversion = "0.1.0"\nrequires-python = ">=3.11"\ndependencies = []\n\n'
@@ -56,6 +56,28 @@ def test_a_uv_project_set_up_as_its_ci_does_runs_in_the_environment_uv_made(tmp_
     assert "/work/.venv" in seen.split("VIRTUAL_ENV", 1)[1], seen
     log = "".join(p.read_text(encoding="utf-8") for p in (run.out / "gates").glob("*.log"))
     assert log and "does not match the project environment" not in log, log
+
+
+@pytest.mark.skipif(UV is None, reason="uv is in the dev environment's lock")
+def test_a_childs_kernel_gets_the_tools_offline_switches_and_environment(tmp_path: Path,
+                                                                         server: ScriptedServer) -> None:
+    """An rlm child's kernel is given what the root's is after setup: the tools' offline switches and the
+    VIRTUAL_ENV of the environment uv made (its environment was copied before setup and got neither)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "pyproject.toml").write_text(PYPROJECT)
+    subprocess.run([str(UV), "lock", "--offline", "-q"], cwd=repo, check=True, timeout=120)
+    make_repo(repo, FILES)
+    send = ipython("print(await agent_message.send('looked', receiver_role='parent'))")
+    server.route(contains("where do you run"), [ipython(f"!python -c {WHERE!r}"), send, reply("bye")])
+    server.add(ipython("await rlm('where do you run', name='w')"), reply("wait"), ipython(FIX), reply("done"))
+    run = run_prime(tmp_path, repo, server, "--sandbox", "on" if bwrap_binary() else "off",
+                    "--setup", "uv sync --frozen", "--gate", "uv run --offline python -m unittest -q")
+    assert run.code == 0, run.proc.stderr
+    told = [str(m["content"]) for r in server.chat_requests if contains("where do you run")(r.body)
+            for m in r.body["messages"] if m["role"] == "tool"]
+    seen = next((t for t in told if "UV_OFFLINE" in t), "")
+    assert "UV_OFFLINE 1" in seen and "/work/.venv" in seen.split("VIRTUAL_ENV", 1)[-1], told
 
 
 @pytest.mark.skipif(UV is None or bwrap_binary() is None, reason="uv is in the dev environment's lock; needs bwrap")

@@ -209,6 +209,7 @@ class Run:
         if self.prep.setup and (failed := await self._setup()) is not None:
             return failed
         adopt_toolchain(self.prep, self.judge, env)
+        self.family.env.update({k: v for k, v in env.items() if k != "PRIME_CI_BRIDGE"})  # children's kernels too
         started = time.monotonic()
         preload = PRELOAD + self.prep.harness.preload()
         self.kernel = Kernel(KernelConfig(cwd=wt.path, env=env, run_dir=wt.root, preload=preload,
