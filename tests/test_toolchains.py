@@ -31,6 +31,8 @@ FILES = {
 # the gate checks where its python is: the environment uv made, through the run's layer
 WHERE = ("import os, sys; print('LAYERED ON', [p for p in sys.path if '/.venv/lib/' in p][:1], "
          "'UV_OFFLINE', os.environ.get('UV_OFFLINE'), 'VIRTUAL_ENV', os.environ.get('VIRTUAL_ENV'))")
+# uv made .venv from the project's Python (the job's), not from another one it found on the sandbox's PATH
+BASE = "!.venv/bin/python -c 'import sys; print(\"VENV BASE\", sys.base_prefix)'"
 
 
 @pytest.mark.skipif(UV is None, reason="uv is in the dev environment's lock")
@@ -41,10 +43,12 @@ def test_a_uv_project_set_up_as_its_ci_does_runs_in_the_environment_uv_made(tmp_
     (repo / "pyproject.toml").write_text(PYPROJECT)
     subprocess.run([str(UV), "lock", "--offline", "-q"], cwd=repo, check=True, timeout=120)
     make_repo(repo, FILES)
-    server.add(ipython(f"!python -c {WHERE!r}"), ipython(FIX), reply("done"))
+    server.add(ipython(f"!python -c {WHERE!r}"), ipython(BASE), ipython(FIX), reply("done"))
     run = run_prime(tmp_path, repo, server, "--sandbox", "on" if bwrap_binary() else "off",
                     "--setup", "uv sync --frozen", "--gate", "uv run --offline python -m unittest -q")
     assert run.code == 0, run.proc.stderr
+    base = str(server.chat_requests[2].body["messages"][-1]["content"])
+    assert f"VENV BASE {sys.base_prefix}\n" in base, (base, sys.base_prefix)
     system = server.chat_requests[0].body["messages"][0]["content"]
     assert "The project uses uv (uv.lock); setup made its environment at" in system and "/.venv" in system
     assert "uv run --offline pytest" in system

@@ -47,9 +47,17 @@ def project_vars(prep: Prepared, extra: dict[str, str], *, skills: bool = True) 
 
 
 def toolchain_vars(prep: Prepared, env: dict[str, str]) -> dict[str, str]:
-    """``env`` without what the worktree's toolchains must not see (``toolchains.unset_env``)."""
-    drop = toolchains.unset_env(toolchains.recognise(prep.worktree.path))
-    return {k: v for k, v in env.items() if k not in drop}
+    """``env`` without what the worktree's toolchains must not see (``toolchains.unset_env``), and for a run that
+    drives uv, the project's Python as ``UV_PYTHON`` unless the job passed its own: in the sandbox the job's
+    interpreter may lie under the hidden home (pyenv, uv's own Pythons), and uv would quietly make the project's
+    environment from another Python on PATH (/usr/bin/python3), so a CI matrix would test the wrong version."""
+    found = toolchains.recognise(prep.worktree.path)
+    drop = toolchains.unset_env(found)
+    out = {k: v for k, v in env.items() if k not in drop}
+    commands = [*(s.command for s in prep.setup), *(g.command for g in prep.gates), *(b.command for b in prep.builds)]
+    if "UV_PYTHON" not in out and any(t.name == "uv" for t in toolchains.named(found, commands)):
+        out["UV_PYTHON"] = prep.project.interp.base
+    return out
 
 
 def gate_vars(prep: Prepared, env: dict[str, str]) -> dict[str, str]:
