@@ -241,6 +241,7 @@ class Run:
         if self.resume is not None:
             assert self.kernel is not None
             await opening.resumed(agent, self.resume, self.prep, self.judge, self.kernel)
+            await first_estimate.calibrate(self.prep.model, agent.conversation)  # the conversation it goes on with
         else:
             opening.begin(agent, self.prep, self.log)
         try:

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from pathlib import Path
 
-from conftest import BUGGY, FIX, PYTEST_GATE, make_repo, run_inproc
+from conftest import BUGGY, FIX, PYTEST_GATE, cli_inproc, make_repo, run_inproc
 from prime_ci.model.usage import MARGIN
-from prime_ci.testing import ScriptedServer, ipython, reply
+from prime_ci.testing import ScriptedServer, hang, ipython, reply
 from prime_ci.testing.llama_api import prompt_tokens
 
 WINDOW = 2048
@@ -57,3 +58,36 @@ def test_a_window_too_small_for_the_system_prompt_is_one_line_and_exit_2(tmp_pat
                                                      "/models) leaves no room for a reply: the server counts "), errors
     assert "llama-server -c" in errors[0] and chats == []
     assert not run.out.exists() and "compact" not in run.proc.stderr
+
+
+def test_resume_of_a_run_the_dead_server_stopped_goes_on_when_it_answers_again(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", BUGGY)
+    srv = llama(ipython(FIX), hang(3600)).start()
+    port = srv.port
+
+    def die_while_answering() -> None:  # the second call's server goes away mid-answer, and stays away
+        srv.wait_for_requests(2, timeout=120, chat=True)
+        srv.close()
+
+    killer = threading.Thread(target=die_while_answering)
+    killer.start()
+    try:
+        first = run_inproc(tmp_path, repo, srv, *MODEL, "--sandbox", "off", "--gate", PYTEST_GATE)
+    finally:
+        killer.join()
+        srv.close()
+    assert first.code == 4 and first.result["stop_reason"] == "model_error", first.proc.stderr
+    assert "connection refused" in first.result["detail"]
+    assert compactions(first.out) == []
+
+    with llama(reply("The fix is in place."), port=port) as again:
+        resumed = cli_inproc(["resume", str(first.out)], cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test-canary"})
+        kinds = [r.step_kind for r in again.requests]
+        asked = again.chat_requests
+    assert resumed.returncode == 0, resumed.stderr
+    result = json.loads((first.out / "result.json").read_text())
+    assert result["stop_reason"] == "completed" and result["gates"][-1]["passed"]
+    assert compactions(first.out) == [] and len(asked) == 1 and asked[0].rejected is None
+    sent = json.dumps(asked[0].body["messages"])
+    assert "a + b" in sent and "patch, as it was when the run stopped" in sent  # from its last entry
+    assert kinds.index("apply-template") < kinds.index("tokenize") < kinds.index("reply")  # counted before the call
