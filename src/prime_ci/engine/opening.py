@@ -1,17 +1,26 @@
-"""How a run's conversation opens: a new run's task (after the session it goes on from, with the untrusted text
-fenced as data), or a resumed run's logged conversation, kernel snapshot and note to the model."""
+"""How a run's conversation opens: the system prompt, then a new run's task (after the session it goes on from, with
+the untrusted text fenced as data), or a resumed run's logged conversation, kernel snapshot and note to the model."""
 
 from __future__ import annotations
 
+from prime_ci.engine.environment import environment_section
 from prime_ci.engine.from_session import go_on
 from prime_ci.engine.prepare import Prepared
 from prime_ci.engine.resume import ResumeState, last_assistant
+from prime_ci.engine.setup import SetupOutcome
+from prime_ci.gates.builds import BuildOutcome
 from prime_ci.gates.judge import Judge
 from prime_ci.isolation.untrusted import fence
 from prime_ci.kernel.client import Kernel
 from prime_ci.loop.agent import Agent
+from prime_ci.loop.system_prompt import base_prompt
 from prime_ci.model.routes import ReplayModel
 from prime_ci.session.log import SessionLog
+
+
+def system_prompt(prep: Prepared, setup: list[SetupOutcome], built: list[BuildOutcome] | None = None) -> str:
+    """The system prompt: prime-ci's own, the project's environment (the setup and builds that ran), the harness."""
+    return base_prompt() + environment_section(prep, setup, built) + prep.harness.prompt_section()
 
 
 def begin(agent: Agent, prep: Prepared, log: SessionLog) -> None:

@@ -20,11 +20,10 @@ from prime_ci.artifacts.notebook import NotebookWriter
 from prime_ci.artifacts.schemas import result_json
 from prime_ci.children.family import Family
 from prime_ci.durations import format_duration
-from prime_ci.engine import bridge_handlers, finish, opening
+from prime_ci.engine import bridge_handlers, finish, first_estimate, opening
 from prime_ci.engine.actions_log import ActionsLog, Emit
 from prime_ci.engine.environment import (
     adopt_toolchain,
-    environment_section,
     gate_vars,
     open_sandbox,
     project_vars,
@@ -39,7 +38,7 @@ from prime_ci.engine.progress import Progress, start_ticker, stop_ticker
 from prime_ci.engine.resume import ResumeState
 from prime_ci.engine.settle import clear_worktree, settle
 from prime_ci.engine.setup import SetupOutcome, failure_detail
-from prime_ci.errors import KernelLost, ModelError, PersistenceError
+from prime_ci.errors import ConfigError, KernelLost, ModelError, PersistenceError
 from prime_ci.gates.builds import Builder
 from prime_ci.gates.judge import Judge, time_to_green
 from prime_ci.gates.junit import ended
@@ -56,11 +55,9 @@ from prime_ci.kernel.output import cell_text
 from prime_ci.loop.agent import Agent, Conversation, log_model
 from prime_ci.loop.budget import MAX_CALL_S, Budget, Limits
 from prime_ci.loop.compact import Compactor
-from prime_ci.loop.system_prompt import base_prompt
 from prime_ci.model.routes import (
     child_model,
     completion_limit,
-    context_window,
     model_options,
     prices,
 )
@@ -100,6 +97,7 @@ class Run:
     activity: Activity = field(default_factory=Activity)
     emit: Emit | None = None  # where workflow commands go (the console's stdout) when GITHUB_ACTIONS=true
     actions: ActionsLog | None = None
+    window: tuple[int, str] | None = None  # the model's context window and its source, found before the run starts
 
     def __post_init__(self) -> None:
         # the children's bridge knows each caller's process: a child's token is good only from its own host
@@ -115,6 +113,8 @@ class Run:
                                     call_timeout=max(MAX_CALL_S, 2 * cfg.model_timeout)),
                              pricing=lambda model: prices(model, options.price))
         if self.resume is None:  # creates --out; an unusable --out is a PersistenceError (exit 6)
+            # before anything starts: a window too small for the system prompt is a ConfigError (exit 2)
+            self.window = await first_estimate.preflight(self.prep, self.budget.rate(self.prep.model), self.say)
             origin = self.prep.origin
             self.log = SessionLog.create(self.prep.out / "session.jsonl", cwd=session_cwd(wt.source),
                                          parent_session=str(origin.path) if origin is not None else None)
@@ -230,20 +230,19 @@ class Run:
         agent = Agent(self.prep.model, self.kernel, self.budget, self.log, self._turn_end, cfg.cell_timeout,
                       progress=self.say, inbox=lambda: self.family.drain(self.family.root) if self.family else [],
                       on_cell=self._on_cell, detail=self.say if cfg.verbose else None)
-        window, source = (cfg.context_window, "--context-window") if cfg.context_window else await context_window(
-            self.prep.model)
+        window, source = self.window or await first_estimate.find_window(self.prep)
         self.say(f"context window {window} tokens ({source})")
         rate = self.budget.rate(self.prep.model)
         agent.compactor = Compactor(self.prep.model, self.budget, self.log, window, rate=rate, progress=self.say)
         agent.conversation = Conversation(rate=rate)
         agent.task = clean_terminal_text(cfg.task_text() or (self.prep.origin.task if self.prep.origin else ""))
         self.agent, self.family.agent, self.family.window = agent, agent, window
-        agent.conversation.add({"role": "system", "content": base_prompt()
-                                + environment_section(self.prep, self.setup, builder.last)
-                                + self.prep.harness.prompt_section()})
+        agent.conversation.add({"role": "system", "content": opening.system_prompt(self.prep, self.setup,
+                                                                                     builder.last)})
         if self.resume is not None:
             assert self.kernel is not None
             await opening.resumed(agent, self.resume, self.prep, self.judge, self.kernel)
+            await first_estimate.calibrate(self.prep.model, agent.conversation)  # the conversation it goes on with
         else:
             opening.begin(agent, self.prep, self.log)
         try:
@@ -368,7 +367,7 @@ def execute(prep: Prepared, say: Say, *, resume: ResumeState | None = None, salv
         with contextlib.suppress(KeyboardInterrupt):
             return asyncio.run(run.execute())
         raise SystemExit(130)
-    except PersistenceError:  # the session log could not be started: no artifacts, one line on stderr
+    except (ConfigError, PersistenceError):  # nothing started, or no session log: no artifacts, one line on stderr
         if not prep.cfg.keep_worktree:
             prep.worktree.remove()
         for bridge in (run.bridge, run.child_bridge):  # their private socket directories

@@ -7,6 +7,7 @@ prompt cache (``cache_read_tokens``, ``cache_write_tokens``); ``reasoning_tokens
 A prompt's tokens are estimated from its characters (its messages and tools as JSON) at a rate calibrated from
 the provider's own counts (``TokenRate``): no fixed characters-per-token figure is an upper bound (small models'
 tokenizers average 2.5 characters a token on code), and the provider's count is what its window is measured in.
+Before any reply a llama.cpp server's own count of the opening prompt stands for one (``engine/first_estimate.py``).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from prime_ci.testing import anthropic_api, openai_api
+from prime_ci.testing import anthropic_api, llama_api, openai_api
 from prime_ci.testing.cache import BreakpointCache, PrefixCache, tokens
 from prime_ci.testing.http_server import RecordedRequest, _HTTPServer
 from prime_ci.testing.steps import (
@@ -70,7 +70,7 @@ __all__ = ["Drip", "Error", "FakeExecutor", "Hang", "ModelCall", "Raw", "Recorde
            "ScriptedServer", "Step", "ToolCall", "Truncated", "UsageSpec", "cell", "contains", "drip", "error", "hang",
            "ipython", "raw", "raw_tool_reply", "reply", "steps_from_json", "text_reply", "tool_call", "tool_reply",
            "truncated"]
-_NOT_CHAT = ("models", "not_found", "bad_request")
+_NOT_CHAT = ("models", "tokenize", "apply-template", "not_found", "bad_request")
 _FAKES = frozenset({"FakeExecutor", "ModelCall", "ScriptedModel", "cell", "raw_tool_reply", "text_reply", "tool_reply"})
 
 
@@ -117,12 +117,17 @@ class ScriptedServer:
     the wrong one is caught), and answers 400 (vLLM's or Anthropic's wording) when the prompt plus the
     requested completion does not fit. A rejected request is recorded (step_kind "rejected", `rejected` =
     the message) and consumes no step, so a resend continues the script.
+
+    With `strict` the server also answers llama.cpp's ``POST /tokenize`` and ``POST /apply-template`` (at the
+    root, not under /v1; ``llama_api``), and counts a chat request's prompt as those two count it: the tokens of
+    its rendering, BOS included. `apply_template` False: an older llama.cpp build without ``/apply-template``
+    (404). These requests consume no step (step_kind "tokenize", "apply-template").
     """
 
     def __init__(
         self, script: Script | None = None, *, default: Step | None = None, usage_scale: float = 1.0,
         host: str = "127.0.0.1", port: int = 0, strict: bool = False, context_window: int | None = None,
-        auto_cache: bool = False, min_cache_tokens: int | None = None,
+        auto_cache: bool = False, min_cache_tokens: int | None = None, apply_template: bool = True,
     ) -> None:
         self._lock = threading.RLock()  # reentrant: a script callable may read srv.requests
         self._cond = threading.Condition(self._lock)
@@ -142,6 +147,7 @@ class ScriptedServer:
         self.usage_scale = usage_scale
         self.strict = strict
         self.context_window = context_window
+        self.apply_template = apply_template
         self.exhausted = 0
 
     def start(self) -> ScriptedServer:
@@ -267,7 +273,7 @@ class ScriptedServer:
             status, message = found
             return status, openai_api.llama_error_body(status, message), message
         if self.context_window is not None:
-            prompt = tokens(openai_api.prompt_chars(body), self.usage_scale)
+            prompt = self._prompt_tokens(body)
             problem = openai_api.context_problem(body, prompt, self.context_window)
             if problem is not None:
                 return 400, openai_api.vllm_error_body(problem), problem
@@ -303,6 +309,12 @@ class ScriptedServer:
             self._record(request)
             return step, self._count
 
+    def _prompt_tokens(self, body: Body) -> int:
+        """A chat request's prompt tokens: llama.cpp's count with `strict` (``llama_api``), else its JSON's."""
+        if self.strict:
+            return round(llama_api.prompt_tokens(body) * self.usage_scale)
+        return tokens(openai_api.prompt_chars(body), self.usage_scale)
+
     def _reply_body(self, api: str, step: Reply, body: Body, n: int, stream: bool) -> Body:
         """The response to `step`: a Messages response for "anthropic", else a chat completion. Caches
         are read and written here, so only requests that got an answer are cached."""
@@ -317,7 +329,7 @@ class ScriptedServer:
             text = openai_api.prompt_text(body)
             with self._lock:
                 cached = self._prefixes.account(scope, text, self.usage_scale)
-        prompt = tokens(openai_api.prompt_chars(body), self.usage_scale)
+        prompt = self._prompt_tokens(body)
         return openai_api.completion(step, body, n, prompt_tokens=prompt, cached_tokens=cached)
 
 

@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
 import prime_ci.testing.anthropic_api as anthropic_api
+import prime_ci.testing.llama_api as llama_api
 import prime_ci.testing.openai_api as openai_api
 from prime_ci.testing.steps import Body, Drip, Error, Hang, Headers, Raw, Reply, Step, reply
 
@@ -31,7 +32,7 @@ class RecordedRequest:
     body: Body
     raw: bytes
     t: float  # time.monotonic() when the request was received
-    step_kind: str  # a Step kind, or "models", "not_found", "bad_request", "rejected"
+    step_kind: str  # a Step kind, or "models", "tokenize", "apply-template", "not_found", "bad_request", "rejected"
     exhausted: bool = False  # answered with the default step
     rejected: str | None = None  # why the server refused it (strict mode, context window, ...); no step consumed
 
@@ -47,6 +48,7 @@ class Owner(Protocol):
     _closing: threading.Event
     context_window: int | None
     strict: bool
+    apply_template: bool
 
     def _track(self, conn: socket.socket, add: bool) -> None: ...
 
@@ -144,6 +146,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         path, t = self.path.split("?")[0], time.monotonic()
         data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        owner = self.server.owner
+        if owner.strict and (path == "/tokenize" or (path == "/apply-template" and owner.apply_template)):
+            self._llama(path, data, t)
+            return
         if path not in ROUTES:
             self._record(path, data, "not_found", t)
             hint = " (litellm's anthropic/ route appends /v1/messages: pass root_url as api_base)"
@@ -163,6 +169,28 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         step, n = self.server.owner._dispatch(RecordedRequest(path, headers, body, data, t, ""))
         self._run(api, step, body, n)
+
+    def _llama(self, path: str, data: bytes, t: float) -> None:
+        """llama.cpp's ``/tokenize`` and ``/apply-template`` (``llama_api``); errors in llama.cpp's shape."""
+        try:
+            body = json.loads(data)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            self._record(path, data, "bad_request", t)
+            self._send([openai_api.llama_error_body(400, "request body is not a JSON object")], status=400)
+            return
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self.server.owner._record(RecordedRequest(path, headers, body, data, t, path.lstrip("/")))
+        if path == "/tokenize":
+            self._send([json.dumps(llama_api.tokenize_body(body)).encode()])
+            return
+        problem = llama_api.template_problem(body)
+        status, message = (400, problem) if problem is not None else openai_api.strict_problem(body) or (200, "")
+        if status != 200:
+            self._send([openai_api.llama_error_body(status, message)], status=status)
+            return
+        self._send([json.dumps({"prompt": llama_api.render(body)}).encode()])
 
     def _run(self, api: str, step: Step, body: Body, n: int) -> None:
         closing = self.server.owner._closing

@@ -37,12 +37,13 @@ def vllm_error_body(message: str) -> bytes:
 def models_body(context_window: int | None, *, llama: bool = False) -> bytes:
     """/v1/models: with a window, as vLLM lists it (``max_model_len``), or as llama.cpp does (``llama``): the
     window the server was started with is ``meta.n_ctx``, and ``meta.n_ctx_train``, what the model was trained
-    on, is larger (``llama-server -c N`` below it), so a client that reads the wrong one is caught."""
+    on, is larger (``llama-server -c N`` below it), so a client that reads the wrong one is caught. llama.cpp's
+    models are ``owned_by`` ``llamacpp``, with a window or without."""
     models: list[Body] = []
     for name in MODELS:
-        model: Body = {"id": name, "object": "model", "created": 0, "owned_by": "prime-ci"}
+        model: Body = {"id": name, "object": "model", "created": 0, "owned_by": "llamacpp" if llama else "prime-ci"}
         if context_window is not None and llama:
-            model |= {"owned_by": "llamacpp", "meta": {"n_ctx_train": 4 * context_window, "n_ctx": context_window}}
+            model |= {"meta": {"n_ctx_train": 4 * context_window, "n_ctx": context_window}}
         elif context_window is not None:
             model |= {"max_model_len": context_window}
         models.append(model)
