@@ -38,7 +38,8 @@ _PREPARE = {
     "uv": "run `uv sync --frozen` in --setup, and gate with `uv run --offline …` (or UV_OFFLINE=1)",
     "uvx": "install the tool in --setup (`uv tool install …`), or gate with `uvx --offline …` once it is cached",
     "nox": "run `nox -s SESSION --install-only` in --setup, and gate with `nox -s SESSION -r` (the project "
-           "reinstalled offline by nox's uv backend; `-R` skips installs, for an editable install)",
+           "reinstalled offline, its build requirements from the wheelhouse setup fills; `-R` skips installs, for "
+           "an editable install)",
     "poetry": "run `poetry install` in --setup, and gate with `poetry run …`",
     "pip": "install what it needs in --setup",
     "npm": "run `npm ci` in --setup",
