@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 # Resolver and routing failures as Python, urllib3/requests, pip, uv (reqwest), node, npm, git and curl print them.
@@ -83,6 +84,15 @@ def recognise(output: str, exit_code: int | None, *, build: bool = False) -> Env
         if _NETWORK.search(line):
             return EnvironmentFault("network", line.strip())
     return None
+
+
+def recognise_gate(output: str, exit_code: int | None, failing: Sequence[str]) -> EnvironmentFault | None:
+    """A failed gate's environment error. When the gate's failing tests are known with what they failed on
+    (``failing``: each one's message and text), only that counts: a network error elsewhere in the output did not
+    fail the gate (a docs build's warning for an inventory it could not fetch, beside a test the model broke),
+    while a test that failed on one needed the network. A "failing test" read from the log with nothing of its own
+    (a tool's error line that looks like a runner's mark) is no evidence: the whole output counts."""
+    return recognise("\n".join(failing), exit_code) if failing else recognise(output, exit_code)
 
 
 def _tool(command: str) -> str:
