@@ -155,5 +155,5 @@ def test_nox_reinstalling_the_project_offline_finds_its_build_requirements(tmp_p
                     "--setup", f"{nox} -s tests --install-only", "--gate", f"{nox} -s tests -r",
                     env={"PIP_FIND_LINKS": str(wheels), "PIP_INDEX_URL": (tmp_path / "no-index").as_uri()})
     assert run.code == 0, run.proc.stderr + "".join(p.read_text()[-2000:] for p in (run.out / "gates").glob("*.log"))
-    assert [s["name"] for s in run.result["setup"]] == ["nox-tests", "wheelhouse"]
+    assert [s["name"] for s in run.result["setup"]] == ["nox-tests", "wheelhouse", "bytecode"]
     assert not run.result["rounds"][0]["passed"] and run.result["rounds"][-1]["passed"]

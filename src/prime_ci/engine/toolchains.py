@@ -26,11 +26,13 @@ from typing import Any
 
 from prime_ci.engine import build_hooks
 from prime_ci.engine.setup import SetupSpec
+from prime_ci.isolation import project_layer
 from prime_ci.isolation.parse import toml_loads
 from prime_ci.isolation.paths import relative_name
 
 BUILD_REQUIRES = "build-requires"
 WHEELHOUSE = "wheelhouse"  # the setup step, and its directory in the run environment
+BYTECODE = "bytecode"
 _SPECIFIER = build_hooks.SPECIFIER
 # PEP 517's backend when pyproject.toml names none; a backend is a module path with an optional object path
 _LEGACY_BACKEND = "setuptools.build_meta:__legacy__"
@@ -110,6 +112,20 @@ def _runs_nox(command: str) -> bool:
     except ValueError:
         words = command.split()
     return any(word.rsplit("/", 1)[-1] == "nox" for word in words)
+
+
+def bytecode_step(worktree: Path, run_root: Path, setup: list[SetupSpec]) -> SetupSpec | None:
+    """After the setup of a project driven by its own tools: the step that gives the environments they made
+    (the worktree's ``.venv``, ``.nox/*``, ``.tox/*``, poetry's under the scratch home) the run's bytecode rule
+    (``project_layer.install``). Their interpreters run the gates directly, not layered on the run's, so the
+    gates' pycache prefix held every ``.pyc`` they wrote: pypa/installer's tests, which install a wheel into their
+    tmp_path with bytecode compiled and look for the ``.pyc`` files there, failed in every round."""
+    if not setup or not recognise(worktree):
+        return None
+    envs = " ".join(shlex.quote(p) for p in project_layer.TOOL_ENVS)
+    command = (f"python {shlex.quote(project_layer.__file__)} {shlex.quote(str(run_root))} {envs} "
+               '"$HOME/.cache/pypoetry/virtualenvs/*"')
+    return SetupSpec(name=BYTECODE, command=command, network=False)
 
 
 def find_links(directory: Path) -> dict[str, str]:

@@ -126,3 +126,16 @@ def test_the_wheelhouse_step_comes_with_nox_in_setup(tmp_path: Path) -> None:
     for command in ("nox -s test-3.11 --install-only", "pipx run nox -s tests", "/opt/nox/bin/nox --install-only"):
         assert str(step(command)).endswith(" flit_core.buildapi -- 'flit_core<4,>=3.11'"), command
     assert step("tox -e py --notest") is None
+
+
+def test_the_bytecode_step_comes_with_a_toolchain_and_setup(tmp_path: Path) -> None:
+    from prime_ci.engine.setup import SetupSpec
+    from prime_ci.isolation import project_layer
+
+    setup = [SetupSpec(name="uv", command="uv sync --frozen")]
+    assert toolchains.bytecode_step(tmp_path, tmp_path / "run", setup) is None  # no tool's files
+    (tmp_path / "uv.lock").write_text("")
+    assert toolchains.bytecode_step(tmp_path, tmp_path / "run", []) is None  # nothing set up
+    step = toolchains.bytecode_step(tmp_path, tmp_path / "run", setup)
+    assert step is not None and step.name == "bytecode" and not step.network
+    assert step.command.startswith(f"python {project_layer.__file__} {tmp_path / 'run'} .venv '.nox/*' '.tox/*' ")
