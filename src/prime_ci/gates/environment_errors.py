@@ -48,12 +48,19 @@ _PREPARE = {
 }
 
 
+# The commands nox logs as a session runs them ("nox > pdm install -Gtest"), and those of session.install, which
+# `nox --install-only` runs (session.run's it skips)
+_NOX_STEP = re.compile(r"^nox > (?!Running session|Session |Reusing|Re-using|Creating|Ran |\* |Command )(.+)$")
+_NOX_INSTALL = re.compile(r"^(?:\S*python\S* -m pip install|uv pip install|pip install|conda install|mamba install)\b")
+
+
 @dataclass(frozen=True)
 class EnvironmentFault:
     """Why a command failed for want of its environment, in one line."""
 
     kind: str  # "network", "cannot run" or "missing module"
     line: str  # what the command printed that says so
+    step: str | None = None  # the command a nox session was running then ("nox > CMD"), if it said
 
     def detail(self, what: str, command: str) -> str:
         quoted = self.line if len(self.line) <= MAX_QUOTED else self.line[:MAX_QUOTED] + "…"
@@ -63,6 +70,10 @@ class EnvironmentFault:
         if self.kind == "network":
             tool = _tool(command)
             how = _PREPARE.get(tool, "prepare what it fetches in --setup (setup has the network)")
+            if tool == "nox" and self.step is not None and not _NOX_INSTALL.match(self.step):
+                how = (f"the session's `{self.step}` needed it, and `nox --install-only` does not run it (it runs "
+                       f"only session.install): run `{self.step}` in --setup instead, and gate with the session's "
+                       "test command through the same tool (`pdm run …`, `poetry run …`)")
             return f"{what} needed the network, which gates and builds do not have ({quoted!r}): {how}"
         return (f"{what} could not start its program ({quoted!r}): install it where the sandbox sees it (the "
                 "project's environment, /usr), or name its directory with --sandbox-ro")
@@ -80,9 +91,10 @@ def recognise(output: str, exit_code: int | None, *, build: bool = False) -> Env
         for line in reversed(lines):
             if _CANNOT_RUN.search(line):
                 return EnvironmentFault("cannot run", line.strip())
-    for line in reversed(lines):
-        if _NETWORK.search(line):
-            return EnvironmentFault("network", line.strip())
+    for index in range(len(lines) - 1, -1, -1):
+        if _NETWORK.search(lines[index]):
+            step = next((m[1].strip() for line in reversed(lines[:index]) if (m := _NOX_STEP.match(line))), None)
+            return EnvironmentFault("network", lines[index].strip(), step)
     return None
 
 

@@ -77,3 +77,18 @@ def test_a_network_warning_beside_a_failing_test_is_the_models() -> None:
     fault = recognise_gate(output, 1, ["socket.gaierror: [Errno -3] Temporary failure in name resolution"])
     assert fault is not None and fault.kind == "network"
     assert recognise_gate(output, 1, []) is not None
+
+
+def test_a_nox_session_that_installs_with_session_run_is_told_to_prepare_that_install() -> None:
+    """unearth's session runs `pdm install -Gtest` with session.run, which `nox --install-only` skips: set up as
+    the toolchain table says, its gate needed the network and the hint said to do what had been done."""
+    fault = recognise("nox > Running session test-3.11\nnox > Reusing existing virtual environment at .nox/test-3-11.\n"
+                      "nox > pdm install -Gtest\n[ConnectError]: [Errno -3] Temporary failure in name resolution\n"
+                      "nox > Command pdm install -Gtest failed with exit code 1\n", 1)
+    assert fault is not None and fault.step == "pdm install -Gtest"
+    line = fault.detail("gate nox-test-3.11", "nox -s test-3.11 -r")
+    assert "`nox --install-only` does not run it" in line and "run `pdm install -Gtest` in --setup" in line
+    # a session.install that fetched (offline pip) keeps the nox advice
+    pip = recognise("nox > python -m pip install .\nERROR: No matching distribution found for flit_core (from "
+                    "versions: none)\n", 1)
+    assert pip is not None and "nox -s SESSION --install-only" in pip.detail("gate nox", "nox -s tests -r")
