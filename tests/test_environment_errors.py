@@ -4,11 +4,12 @@ and the failure is never fed back to the model."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
 
-from conftest import BUGGY, FIX, make_repo, run_prime
+from conftest import BUGGY, FIX, PYTEST_GATE, make_repo, run_prime
 from prime_ci.testing import ScriptedServer, ipython, reply
 from test_sandbox_root import bwrap_runs
 
@@ -51,3 +52,18 @@ def test_a_build_that_cannot_import_what_it_builds_with_stops_before_the_model(t
     assert not server.chat_requests
     said = [line for line in run.proc.stderr.splitlines() if line.startswith("prime-ci: environment_error:")]
     assert len(said) == 1 and "prime_ci_no_such_build_helper" in said[0] and "[build-system].requires" in said[0]
+
+
+def test_a_network_warning_beside_a_test_the_model_broke_goes_back_to_the_model(tmp_path: Path,
+                                                                                server: ScriptedServer) -> None:
+    """pypa/installer's CI line runs its tests and its doctests in one nox gate; sphinx, which passed, warned that
+    it could not fetch an intersphinx inventory. The run stopped with exit 10 "needed the network" although the
+    gate failed on the test the model broke. The failing tests pytest named say why the gate failed."""
+    warning = ("WARNING: intersphinx inventory 'https://docs.python.org/3/objects.inv' not fetchable: Failed to "
+               "resolve 'docs.python.org' ([Errno -3] Temporary failure in name resolution)")
+    repo = make_repo(tmp_path / "repo", BUGGY)
+    server.add(reply("Let me see what the gates say."), ipython(FIX), reply("done"))
+    run = run_prime(tmp_path, repo, server, "--sandbox", "off",
+                    "--gate", f"{PYTEST_GATE}; status=$?; echo {shlex.quote(warning)}; exit $status")
+    assert run.code == 0, run.proc.stderr
+    assert "test_add" in str(server.chat_requests[1].body["messages"][-1]["content"])

@@ -9,6 +9,7 @@ no-user-namespace rows are nightly (``tests/test_sandbox_matrix_nightly.py``).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import site
@@ -160,3 +161,45 @@ def test_a_tool_installed_under_the_hidden_home_runs_and_nothing_else_of_the_hom
                     env={"HOME": str(home), "PATH": path})
     assert run.code == 0, run.proc.stderr
     assert f"TOOL OK from {venv}" in (run.out / "gates" / "mytool.log").read_text()
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_a_javascript_tool_installed_under_the_hidden_home_runs_from_its_package(
+    tmp_path: Path, server: ScriptedServer, closed_dir: Path
+) -> None:
+    """As pnpm/action-setup lays pnpm out (``~/setup-pnpm/node_modules/.bin/pnpm``, a link to
+    ``../pnpm/bin/pnpm.cjs``), or ``npm i -g`` under a prefix in the home: node loads the tool's other files relative
+    to its real path and its dependencies from the ``node_modules`` beside it. With only the linked file bound at
+    ``.bin/``, the setup failed "Cannot find module '../dist/pnpm.cjs'" (exit 9, a pnpm workspace run as the README
+    says). The tool's ``node_modules`` tree is shown, and nothing else of the home."""
+    home = closed_dir / "home"
+    modules = home / "setup-pnpm" / "node_modules"
+    package = modules / "jstool"
+    for name, text in {"package.json": '{"name": "jstool", "bin": "bin/jstool.cjs"}',
+                       "bin/jstool.cjs": "#!/usr/bin/env node\nrequire('../dist/main.cjs');\n",
+                       "dist/main.cjs": "const fs = require('node:fs');\nconst { word } = require('jsdep');\n"
+                                        f"for (const s of {json.dumps([str(home / '.ssh' / 'id_ed25519')])})\n"
+                                        "  if (fs.existsSync(s)) throw new Error(s + ' is visible in the sandbox');\n"
+                                        "console.log('JSTOOL ' + word);\n"}.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text)
+    (package / "bin" / "jstool.cjs").chmod(0o755)
+    (modules / "jsdep").mkdir()
+    (modules / "jsdep" / "index.js").write_text("exports.word = 'runs';\n")
+    (modules / ".bin").mkdir()
+    (modules / ".bin" / "jstool").symlink_to("../jstool/bin/jstool.cjs")
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_ed25519").write_text("secret\n")
+    npm_global = home / ".npm-global"  # `npm i -g --prefix ~/.npm-global`: bin/ beside lib/node_modules/
+    shutil.copytree(modules, npm_global / "lib" / "node_modules", symlinks=True)
+    (npm_global / "bin").mkdir()
+    (npm_global / "bin" / "jsglobal").symlink_to("../lib/node_modules/jstool/bin/jstool.cjs")
+    repo = make_repo(tmp_path / "repo", BUGGY)
+    path = os.pathsep.join([str(modules / ".bin"), str(npm_global / "bin"), os.path.dirname(sys.executable),
+                            os.environ["PATH"]])
+    server.add(ipython(FIX), reply("done"))
+    run = run_prime(tmp_path, repo, server, "--sandbox", "on", "--setup", "jstool", "--gate", "jsglobal",
+                    "--gate", PYTEST_GATE, env={"HOME": str(home), "PATH": path})
+    assert run.code == 0, run.proc.stderr
+    assert "JSTOOL runs" in (run.out / "setup" / "jstool.log").read_text()
+    assert "JSTOOL runs" in (run.out / "gates" / "jsglobal.log").read_text()

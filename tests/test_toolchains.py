@@ -5,6 +5,7 @@ tier has projects whose setup downloads)."""
 
 from __future__ import annotations
 
+import inspect
 import shutil
 import subprocess
 import sys
@@ -115,3 +116,78 @@ def test_a_poetry_project_has_no_virtual_env_so_poetry_makes_its_own(tmp_path: P
     run = run_prime(tmp_path, repo, server, "--setup", unset, "--gate", f"{unset} && {PYTEST_GATE}")
     assert run.code == 0, run.proc.stderr
     assert "VENV=[]" in str(server.chat_requests[1].body["messages"][-1]["content"])
+
+
+def wheel(directory: Path, name: str, files: dict[str, bytes]) -> str:
+    """A pure-Python wheel of ``files`` (``NAME-1.0``) in ``directory``, its RECORD written as pip checks it."""
+    import base64
+    import hashlib
+    import zipfile
+
+    info = f"{name}-1.0.dist-info"
+    files = {**files, f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode(),
+             f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = [f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},"
+              f"{len(data)}" for path, data in files.items()]
+    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,", ""]).encode()
+    filename = f"{name}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(directory / filename, "w") as archive:
+        for path, data in files.items():
+            archive.writestr(path, data)
+    return filename
+
+
+# a PEP 517 backend, published as a wheel of its own: a project's wheel holds its src/calc.py
+BACKEND = """import os, sys
+sys.path.insert(0, os.path.dirname(__file__))
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("maker", os.path.join(os.path.dirname(__file__), "tinymaker.py"))
+    maker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(maker)
+    with open(os.path.join("src", "calc.py"), "rb") as handle:
+        return maker.wheel(__import__("pathlib").Path(wheel_directory), "calc", {"calc.py": handle.read()})
+"""
+# what nox's default (virtualenv) backend does for `session.install(".")` and `session.run(...)`: -r reuses the
+# environment and installs the project again, pip building it in isolation
+FAKE_NOX = """#!/bin/sh
+set -e
+[ -d .nox/tests ] || python -m venv .nox/tests
+.nox/tests/bin/python -m pip install --quiet --disable-pip-version-check .
+case " $* " in *" --install-only "*) exit 0;; esac
+exec .nox/tests/bin/python -m unittest -q
+"""
+
+
+@pytest.mark.skipif(bwrap_binary() is None, reason="needs bwrap")
+def test_nox_reinstalling_the_project_offline_finds_its_build_requirements(tmp_path: Path,
+                                                                          server: ScriptedServer) -> None:
+    """pypa/installer set up as its CI does (`nox -s test-3.11 --install-only`, gate `nox -s test-3.11 -r`, nox's
+    default backend): each round `session.install(".")` builds the project with pip in isolation, which fetched
+    flit_core from the index and ended the run with exit 10 before the model's first fix was tested. With nox in
+    setup, the project's [build-system].requires are downloaded into a wheelhouse (setup has the network), which
+    the gates' pip reads offline."""
+    wheels = tmp_path / "wheels"  # the job's package index
+    wheels.mkdir()
+    maker = f"from pathlib import Path\n\n\n{inspect.getsource(wheel)}"
+    wheel(wheels, "tinybackend", {"tinybackend.py": BACKEND.encode(), "tinymaker.py": maker.encode()})
+    nox = tmp_path / "bin" / "nox"
+    nox.parent.mkdir()
+    nox.write_text(FAKE_NOX)
+    nox.chmod(0o755)
+    repo = make_repo(tmp_path / "repo", {
+        "pyproject.toml": '[build-system]\nrequires = ["tinybackend"]\nbuild-backend = "tinybackend"\n',
+        "noxfile.py": "import nox\n\n\n@nox.session\ndef tests(session):\n    session.install('.')\n",
+        "src/calc.py": "def add(a, b):\n    return a - b\n",
+        "test_calc.py": "import unittest\n\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
+                        "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
+        ".gitignore": "__pycache__/\n.nox/\n",
+    })
+    fix = "from pathlib import Path\np = Path('src/calc.py')\np.write_text(p.read_text().replace('a - b', 'a + b'))\n"
+    server.add(reply("Let me see what the tests say."), ipython(fix), reply("done"))
+    run = run_prime(tmp_path, repo, server, "--sandbox", "on", "--sandbox-ro", str(wheels),
+                    "--setup", f"{nox} -s tests --install-only", "--gate", f"{nox} -s tests -r",
+                    env={"PIP_FIND_LINKS": str(wheels), "PIP_INDEX_URL": (tmp_path / "no-index").as_uri()})
+    assert run.code == 0, run.proc.stderr + "".join(p.read_text()[-2000:] for p in (run.out / "gates").glob("*.log"))
+    assert [s["name"] for s in run.result["setup"]] == ["nox-tests", "wheelhouse", "bytecode"]
+    assert not run.result["rounds"][0]["passed"] and run.result["rounds"][-1]["passed"]

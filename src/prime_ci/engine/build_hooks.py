@@ -7,16 +7,23 @@ adds for its configuration. They come from the repository under review, so only 
 installed; a hook that fails is said and skipped (the build says the rest).
 
     python build_hooks.py [--list] BACKEND [BACKEND_PATH ...]
+    python build_hooks.py --wheelhouse DIR BACKEND [BACKEND_PATH ...] -- REQUIREMENT ...
 
-``--list`` prints them, one a line, instead of installing them.
+``--list`` prints them, one a line, instead of installing them. ``--wheelhouse`` downloads the REQUIREMENTs
+([build-system].requires) and then the backend's own into DIR, for an isolated build that runs offline with DIR as
+its find-links (the ``wheelhouse`` setup step): the backend's hooks are read with the REQUIREMENTs installed in a
+scratch directory, not in the project's environment.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 import re
 import subprocess
 import sys
+import tempfile
 from typing import Any
 
 # name[extras] (version specifiers) (; marker): PEP 508 without direct references (``toolchains`` reads
@@ -41,11 +48,37 @@ def requirements(spec: str, paths: list[str]) -> list[str]:
     return sorted(r.strip() for r in wanted if isinstance(r, str) and SPECIFIER.match(r.strip()))
 
 
+def wheelhouse(directory: str, backend: list[str], requires: list[str]) -> int:
+    """Download ``requires`` and what ``backend`` (its name and paths) asks for besides into ``directory``."""
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
+    code = subprocess.call([*pip, "download", "--dest", directory, *requires])
+    if code:
+        return code
+    with tempfile.TemporaryDirectory(prefix="build-requires-") as scratch:
+        code = subprocess.call([*pip, "install", "--no-index", "--find-links", directory, "--target", scratch,
+                                *requires])
+        if code:
+            return code
+        path = os.pathsep.join(filter(None, [scratch, os.environ.get("PYTHONPATH")]))
+        listed = subprocess.run([sys.executable, __file__, "--list", *backend], capture_output=True, text=True,
+                                env={**os.environ, "PYTHONPATH": path}, check=False)
+    sys.stderr.write(listed.stderr)
+    extra = [r for r in listed.stdout.splitlines() if r and SPECIFIER.match(r)]
+    if not extra:
+        return 0
+    print(f"wheelhouse: the build backend also needs {', '.join(extra)}")
+    return subprocess.call([*pip, "download", "--dest", directory, *extra])
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--wheelhouse"] and "--" in argv:
+        split = argv.index("--")
+        return wheelhouse(argv[1], argv[2:split], argv[split + 1:])
     listing = argv[:1] == ["--list"]
     args = argv[1:] if listing else argv
     try:
-        found = requirements(args[0], args[1:])
+        with contextlib.redirect_stdout(sys.stderr):  # what the backend prints is not a requirement
+            found = requirements(args[0], args[1:])
     except Exception as exc:  # noqa: BLE001 - the backend's own code (setup.py) failed: the build says how
         print(f"build-requires: the build backend's requirements were not read: {exc!r}", file=sys.stderr)
         return 0

@@ -126,7 +126,7 @@ def adopt_toolchain(prep: Prepared, judge: Judge, kernel_env: dict[str, str]) ->
     their setup made as the one the run's environment is layered on (unless ``--python`` named one). The gates'
     and builds' sandbox then shows that environment's interpreter too."""
     found = toolchains.recognise(prep.worktree.path)
-    offline = toolchains.offline_env(found)
+    offline = toolchains.offline_env(found) | toolchains.find_links(prep.project.root / toolchains.WHEELHOUSE)
     sandboxed = prep.sandbox is not None
     used = toolchains.named(found, [*(s.command for s in prep.setup), *(g.command for g in prep.gates),
                                     *(b.command for b in prep.builds)])

@@ -15,7 +15,7 @@ from prime_ci.engine.config import RunConfig, build_config, file_settings
 from prime_ci.engine.from_session import Origin, load_origin
 from prime_ci.engine.resume import ResumeState, plan
 from prime_ci.engine.setup import SetupSpec
-from prime_ci.engine.toolchains import build_requires_step
+from prime_ci.engine.toolchains import WHEELHOUSE, build_requires_step, bytecode_step, wheelhouse_step
 from prime_ci.errors import ConfigError
 from prime_ci.gates.runner import GateSpec, gates_from_commands, load_gate_files, load_gate_files_from_ref
 from prime_ci.gates.specs import BuildSpec, builds_from_texts, collect_builds
@@ -83,6 +83,10 @@ def prepare(flags: dict[str, Any], say: Callable[[str], None]) -> Prepared:
         if builds and (step := build_requires_step(worktree.path, warn)) and step.name not in {s.name for s in setup}:
             setup = [step, *setup]
         project = project_env(cfg, worktree)
+        for step in (wheelhouse_step(worktree.path, project.root / WHEELHOUSE, setup, warn),
+                     bytecode_step(worktree.path, worktree.root, setup)):
+            if step is not None and step.name not in {s.name for s in setup}:
+                setup = [*setup, step]
         model = make_model(cfg.model or "", api_base=cfg.api_base, options=model_options(cfg))
         out = (cfg.out or Path("prime-ci-out") / run_id).resolve()
         if (out / "session.jsonl").exists():

@@ -8,9 +8,11 @@ offline switches, and the model is told how the tests run.
 With ``--build``, the project's ``[build-system].requires`` are installed into the run environment by a setup
 step of prime-ci's own, named ``build-requires``: a CI install line builds in isolation, so the run environment
 never got them, and builds run offline (``setup.py build_ext --inplace`` and ``pip install --no-build-isolation
--e .`` need setuptools-scm, a newer setuptools, Cython...). The names come from the repository under review, so
-only plain requirement specifiers are taken (no URLs, paths or options); the step runs in the sandbox like the
-operator's setup.
+-e .`` need setuptools-scm, a newer setuptools, Cython...). With nox in setup, a step named ``wheelhouse``
+downloads them instead, into a directory of the run environment that the gates' pip and uv read offline: ``nox
+-r`` reinstalls the project every round, building it in isolation. The names come from the repository under
+review, so only plain requirement specifiers are taken (no URLs, paths or options); the steps run in the sandbox
+like the operator's setup.
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ from typing import Any
 
 from prime_ci.engine import build_hooks
 from prime_ci.engine.setup import SetupSpec
+from prime_ci.isolation import project_layer
 from prime_ci.isolation.parse import toml_loads
 from prime_ci.isolation.paths import relative_name
 
 BUILD_REQUIRES = "build-requires"
+WHEELHOUSE = "wheelhouse"  # the setup step, and its directory in the run environment
+BYTECODE = "bytecode"
 _SPECIFIER = build_hooks.SPECIFIER
 # PEP 517's backend when pyproject.toml names none; a backend is a module path with an optional object path
 _LEGACY_BACKEND = "setuptools.build_meta:__legacy__"
@@ -58,6 +63,17 @@ def build_requires(worktree: Path, warn: Callable[[str], None]) -> list[str]:
     return kept
 
 
+def _backend(worktree: Path) -> list[str] | None:
+    """The build backend and its ``backend-path`` entries, when they are plain names (``build_hooks``' arguments)."""
+    system = _build_system(worktree)
+    backend = system.get("build-backend", _LEGACY_BACKEND)
+    paths = system.get("backend-path", [])
+    if isinstance(backend, str) and _BACKEND.match(backend) and isinstance(paths, list) \
+            and all(isinstance(p, str) and relative_name(p) for p in paths):
+        return [backend, *paths]
+    return None
+
+
 def build_requires_step(worktree: Path, warn: Callable[[str], None]) -> SetupSpec | None:
     """The setup step that installs the build requirements into the run environment (None: nothing to install):
     [build-system].requires, then what the backend's own hooks ask for (``build_hooks``), as an isolated build
@@ -66,13 +82,55 @@ def build_requires_step(worktree: Path, warn: Callable[[str], None]) -> SetupSpe
     if not requires:
         return None
     command = "python -m pip install --quiet --disable-pip-version-check " + " ".join(map(shlex.quote, requires))
-    system = _build_system(worktree)
-    backend = system.get("build-backend", _LEGACY_BACKEND)
-    paths = system.get("backend-path", [])
-    if isinstance(backend, str) and _BACKEND.match(backend) and isinstance(paths, list) \
-            and all(isinstance(p, str) and relative_name(p) for p in paths):
-        command += " && " + " ".join(map(shlex.quote, ["python", build_hooks.__file__, backend, *paths]))
+    if (backend := _backend(worktree)) is not None:
+        command += " && " + " ".join(map(shlex.quote, ["python", build_hooks.__file__, *backend]))
     return SetupSpec(name=BUILD_REQUIRES, command=command, network=True)
+
+
+def wheelhouse_step(worktree: Path, directory: Path, setup: list[SetupSpec],
+                    warn: Callable[[str], None]) -> SetupSpec | None:
+    """With nox preparing the environment in setup: the step that downloads the project's build requirements
+    (and what the backend's hooks add) into ``directory``, which the gates' pip and uv then read (``find_links``).
+    ``nox -r`` reinstalls the project every round; with nox's default backend that is pip's isolated build, which
+    fetches [build-system].requires from the index: offline it failed on them (pypa/installer's flit_core), and
+    ``-R`` would test the copy setup installed. None: no nox in setup, or nothing to build with."""
+    if not any(_runs_nox(s.command) for s in setup):
+        return None
+    legacy = not _build_system(worktree) and (worktree / "setup.py").is_file()
+    requires = ["setuptools>=40.8.0"] if legacy else build_requires(worktree, warn)  # pip's default for setup.py
+    backend = _backend(worktree)
+    if not requires or backend is None:
+        return None
+    command = ["python", build_hooks.__file__, "--wheelhouse", str(directory), *backend, "--", *requires]
+    return SetupSpec(name=WHEELHOUSE, command=" ".join(map(shlex.quote, command)), network=True)
+
+
+def _runs_nox(command: str) -> bool:
+    """Whether a command line runs nox: ``nox``, a path to it, ``python -m nox``, ``pipx run nox``, ``uvx nox``."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    return any(word.rsplit("/", 1)[-1] == "nox" for word in words)
+
+
+def bytecode_step(worktree: Path, run_root: Path, setup: list[SetupSpec]) -> SetupSpec | None:
+    """After the setup of a project driven by its own tools: the step that gives the environments they made
+    (the worktree's ``.venv``, ``.nox/*``, ``.tox/*``, poetry's under the scratch home) the run's bytecode rule
+    (``project_layer.install``). Their interpreters run the gates directly, not layered on the run's, so the
+    gates' pycache prefix held every ``.pyc`` they wrote: pypa/installer's tests, which install a wheel into their
+    tmp_path with bytecode compiled and look for the ``.pyc`` files there, failed in every round."""
+    if not setup or not recognise(worktree):
+        return None
+    envs = " ".join(shlex.quote(p) for p in project_layer.TOOL_ENVS)
+    command = (f"python {shlex.quote(project_layer.__file__)} {shlex.quote(str(run_root))} {envs} "
+               '"$HOME/.cache/pypoetry/virtualenvs/*"')
+    return SetupSpec(name=BYTECODE, command=command, network=False)
+
+
+def find_links(directory: Path) -> dict[str, str]:
+    """The gates' and the kernel's pip and uv read the wheelhouse setup filled, if it did."""
+    return {"PIP_FIND_LINKS": str(directory), "UV_FIND_LINKS": str(directory)} if directory.is_dir() else {}
 
 
 @dataclass(frozen=True)

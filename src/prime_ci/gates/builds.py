@@ -7,8 +7,8 @@ the run's environment writable (``pip install --no-build-isolation -e .`` works)
 ``OUT/build/<name>.log``.
 
 What a build writes is not the model's doing. Ignored files that can steer a test run (``protect.watched``) are
-watched by content: the run vouches for those it started with and for what its builds wrote, so only what the
-model changed stays a hidden change (exit 7). A file the model changes after a build is its own again; when it
+watched by content: the run vouches for those it started with and for what its builds and gates wrote, so only
+what the model changed stays a hidden change (exit 7). A file the model changes after a build is its own again; when it
 sits where a build writes (a module built by hand in a cell), it is moved aside for the build step, and the
 build's output replaces it. If the build does not write that path, the model's file is put back (renamed both
 ways: its mtime is kept to the nanosecond). Untracked paths a build creates (an extension module the project does
@@ -28,8 +28,8 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,6 +77,24 @@ class Builder:
 
     def trusted(self) -> dict[str, bytes]:
         return {**(self.baseline or {}), **self.outputs}
+
+    @asynccontextmanager
+    async def gates_running(self) -> AsyncIterator[None]:
+        """Around a gate run: the watched ignored files it creates, or changes from a state the run vouched for,
+        are the run's from now on, as a build's outputs are (a test suite that builds its fixture projects in the
+        worktree: pdm-backend's ``.pdm-build/``, which ended the run with exit 7 "hidden from the patch"). A file
+        that steers the runner, or one the model changed before, stays the model's."""
+        if self.baseline is None:
+            yield
+            return
+        before = await asyncio.to_thread(watched_ignored, self.worktree, self.exclude)
+        try:
+            yield
+        finally:
+            after = await asyncio.to_thread(watched_ignored, self.worktree, self.exclude)
+            trusted = self.trusted()
+            self.outputs.update({p: d for p, d in after.items() if before.get(p) != d and not steers_runner(p)
+                                 and (p not in before or trusted.get(p) == before[p])})
 
     def hidden(self) -> list[str]:
         """Watched ignored files as they are now that the run does not vouch for: the model's (exit 7); none when

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 # Resolver and routing failures as Python, urllib3/requests, pip, uv (reqwest), node, npm, git and curl print them.
@@ -38,12 +39,19 @@ _PREPARE = {
     "uv": "run `uv sync --frozen` in --setup, and gate with `uv run --offline …` (or UV_OFFLINE=1)",
     "uvx": "install the tool in --setup (`uv tool install …`), or gate with `uvx --offline …` once it is cached",
     "nox": "run `nox -s SESSION --install-only` in --setup, and gate with `nox -s SESSION -r` (the project "
-           "reinstalled offline by nox's uv backend; `-R` skips installs, for an editable install)",
+           "reinstalled offline, its build requirements from the wheelhouse setup fills; `-R` skips installs, for "
+           "an editable install)",
     "poetry": "run `poetry install` in --setup, and gate with `poetry run …`",
     "pip": "install what it needs in --setup",
     "npm": "run `npm ci` in --setup",
     "npx": "install the package in --setup (`npm ci`), so npx finds it locally",
 }
+
+
+# The commands nox logs as a session runs them ("nox > pdm install -Gtest"), and those of session.install, which
+# `nox --install-only` runs (session.run's it skips)
+_NOX_STEP = re.compile(r"^nox > (?!Running session|Session |Reusing|Re-using|Creating|Ran |\* |Command )(.+)$")
+_NOX_INSTALL = re.compile(r"^(?:\S*python\S* -m pip install|uv pip install|pip install|conda install|mamba install)\b")
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,7 @@ class EnvironmentFault:
 
     kind: str  # "network", "cannot run" or "missing module"
     line: str  # what the command printed that says so
+    step: str | None = None  # the command a nox session was running then ("nox > CMD"), if it said
 
     def detail(self, what: str, command: str) -> str:
         quoted = self.line if len(self.line) <= MAX_QUOTED else self.line[:MAX_QUOTED] + "…"
@@ -61,6 +70,10 @@ class EnvironmentFault:
         if self.kind == "network":
             tool = _tool(command)
             how = _PREPARE.get(tool, "prepare what it fetches in --setup (setup has the network)")
+            if tool == "nox" and self.step is not None and not _NOX_INSTALL.match(self.step):
+                how = (f"the session's `{self.step}` needed it, and `nox --install-only` does not run it (it runs "
+                       f"only session.install): run `{self.step}` in --setup instead, and gate with the session's "
+                       "test command through the same tool (`pdm run …`, `poetry run …`)")
             return f"{what} needed the network, which gates and builds do not have ({quoted!r}): {how}"
         return (f"{what} could not start its program ({quoted!r}): install it where the sandbox sees it (the "
                 "project's environment, /usr), or name its directory with --sandbox-ro")
@@ -78,10 +91,20 @@ def recognise(output: str, exit_code: int | None, *, build: bool = False) -> Env
         for line in reversed(lines):
             if _CANNOT_RUN.search(line):
                 return EnvironmentFault("cannot run", line.strip())
-    for line in reversed(lines):
-        if _NETWORK.search(line):
-            return EnvironmentFault("network", line.strip())
+    for index in range(len(lines) - 1, -1, -1):
+        if _NETWORK.search(lines[index]):
+            step = next((m[1].strip() for line in reversed(lines[:index]) if (m := _NOX_STEP.match(line))), None)
+            return EnvironmentFault("network", lines[index].strip(), step)
     return None
+
+
+def recognise_gate(output: str, exit_code: int | None, failing: Sequence[str]) -> EnvironmentFault | None:
+    """A failed gate's environment error. When the gate's failing tests are known with what they failed on
+    (``failing``: each one's message and text), only that counts: a network error elsewhere in the output did not
+    fail the gate (a docs build's warning for an inventory it could not fetch, beside a test the model broke),
+    while a test that failed on one needed the network. A "failing test" read from the log with nothing of its own
+    (a tool's error line that looks like a runner's mark) is no evidence: the whole output counts."""
+    return recognise("\n".join(failing), exit_code) if failing else recognise(output, exit_code)
 
 
 def _tool(command: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -106,8 +107,9 @@ class Judge:
 
     async def _full(self, only: str | None) -> list[GateResult]:
         started = time.monotonic()
-        results = await run_gates(self.specs, cwd=self.worktree.path, env=self.env, log_dir=self.log_dir,
-                                  only=only, launcher=self.launcher, limits=self.limits)
+        async with self._gates_running():
+            results = await run_gates(self.specs, cwd=self.worktree.path, env=self.env, log_dir=self.log_dir,
+                                      only=only, launcher=self.launcher, limits=self.limits)
         if only is None:
             self.last, self._reruns = results, {}
             self._fast_in_last.clear()
@@ -133,8 +135,9 @@ class Judge:
         for rerun in [r for s in self.specs if (r := self._reruns.get(s.name))]:
             if tests := rerun.current_tests(root):
                 count += len(tests)
-                result = await rerun.run(tests, cwd=root, env=self.env, log_dir=self.log_dir, launcher=self.launcher,
-                                         limits=self.limits)
+                async with self._gates_running():
+                    result = await rerun.run(tests, cwd=root, env=self.env, log_dir=self.log_dir,
+                                             launcher=self.launcher, limits=self.limits)
                 results.append(result)
                 if rerun.settles(result, root):
                     failing.append(rerun.spec.name)
@@ -174,6 +177,10 @@ class Judge:
         self.round_failing.append(failing)
         if self.on_round is not None:
             self.on_round(entry, failing)
+
+    def _gates_running(self) -> AbstractAsyncContextManager[None]:
+        """What a gate run writes in the worktree's ignored files is the run's (``Builder.gates_running``)."""
+        return self.builds.gates_running() if self.builds is not None else nullcontext()
 
     def passed(self) -> bool:
         return bool(self.last) and all(r.passed for r in self.last) and not self._fast_in_last and not self._broken()
@@ -224,7 +231,9 @@ class Judge:
             fault = environment_errors.recognise(self.builds.log_text(failed), failed.exit_code, build=True)
             return fault.detail(f"build {failed.name}", failed.command) if fault else None
         for result in self.last:
-            if not result.passed and (fault := environment_errors.recognise(result.output, result.exit_code)):
+            failing = [f"{f.message}\n{f.text}" for f in result.failures if f.message or f.text]
+            if not result.passed and (fault := environment_errors.recognise_gate(result.output, result.exit_code,
+                                                                                   failing)):
                 return fault.detail(f"gate {result.name}", result.command)
         return None
 

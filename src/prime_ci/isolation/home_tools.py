@@ -5,6 +5,9 @@ them, and nothing else of the home (``~/.ssh``, ``~/.config/gh`` and the like st
 A tool is the file its name resolves to on PATH. It gets: its own file at the place PATH finds it, the virtual
 environment it runs from (``pyvenv.cfg`` beside its ``bin``), and that environment's base interpreter, or the
 interpreter its ``#!`` line names, with the installation (prefix) around it, when those are under the home too.
+A JavaScript tool (pnpm/action-setup's ``~/setup-pnpm/node_modules/.bin/pnpm``, ``npm i -g`` under a home prefix)
+is a link into a package that loads its other files relative to its real path, and its dependencies from the
+``node_modules`` beside it: it gets that ``node_modules`` tree, and stays a link where PATH finds it.
 """
 
 from __future__ import annotations
@@ -60,12 +63,24 @@ def hidden_tools(commands: Iterable[str], search: str | None = None) -> list[str
     return sorted(set(found))
 
 
+def mounts(tool: str) -> list[tuple[str, str, str]]:
+    """The sandbox's mounts for ``tool`` (bwrap's option, its source, its target): the directories it needs, and
+    its own file where PATH finds it, bound, or, for a link into a directory it needs (a package's bin under
+    ``node_modules``), a link to its real path; nothing more where that place is inside a directory bound whole."""
+    real = os.path.realpath(tool)
+    dirs = needs(tool)
+    own: list[tuple[str, str, str]] = []
+    if not under_homes(tool, dirs):
+        own = [("--symlink", real, tool) if real != tool and under_homes(real, dirs) else ("--ro-bind", real, tool)]
+    return [*own, *(("--ro-bind", d, d) for d in dirs)]
+
+
 def needs(tool: str) -> list[str]:
     """Besides its own file: the directories ``tool`` runs from that lie under a hidden home (its virtual
-    environment, its interpreter's installation)."""
+    environment, its interpreter's installation, the ``node_modules`` tree of a JavaScript tool)."""
     hidden = homes()
     real = os.path.realpath(tool)
-    dirs: list[str] = []
+    dirs: list[str] = [tree] if (tree := _package_tree(real)) is not None else []
     venv = _venv_of(real)
     interpreter = _shebang(real)
     if venv is not None:
@@ -81,6 +96,13 @@ def needs(tool: str) -> list[str]:
                     dirs.append(_installation(base))
         dirs.append(_installation(real_interp))
     return sorted({d for d in dirs if os.path.isdir(d) and under_homes(d, hidden)})
+
+
+def _package_tree(path: str) -> str | None:
+    """The outermost ``node_modules`` directory ``path`` lies in: a JavaScript tool's packages and their
+    dependencies."""
+    parts = Path(path).parts
+    return str(Path(*parts[:parts.index("node_modules") + 1])) if "node_modules" in parts[:-1] else None
 
 
 def _venv_of(path: str) -> str | None:

@@ -65,10 +65,14 @@ def redirect(src: str, dst: str, keep: tuple[str, ...] = ()) -> None:
                     namespaces[key] = [swap(v, src, dst, keep) if isinstance(v, str) else v for v in value]
 
 
-def trust_host_bytecode(trusted: list[str], private: list[str]) -> None:
+def trust_host_bytecode(trusted: list[str], private: list[str], scratch: list[str] | None = None) -> None:
     """Point the bytecode cache of sources under a ``trusted`` root (and in no ``private`` one) back at their own
     ``__pycache__`` while a pycache prefix is set, for the interpreter's loaders and for pytest's assertion
-    rewriter (which rewrites whole plugin distributions in every process); every other source keeps the prefix."""
+    rewriter (which rewrites whole plugin distributions in every process); every other source keeps the prefix.
+    So do sources under a ``scratch`` root, the gates' TMPDIR: what is there the run's processes wrote, and no
+    source the verdict reads (the patch, a compared environment), so bytecode beside one stands in for nothing,
+    while a test that installs or compiles into its tmp_path finds the ``.pyc`` where it put it (pypa/installer's
+    test_main)."""
     # the loaders look the function up in this module at each call
     import importlib._bootstrap_external as external
 
@@ -81,6 +85,7 @@ def trust_host_bytecode(trusted: list[str], private: list[str]) -> None:
     # a trusted root is never the run's
     trusted_roots = tuple(t for t in (os.path.realpath(t) for t in trusted)
                           if not any(_under(p, t) or _under(t, p) for p in private_roots))
+    scratch_roots = tuple(os.path.realpath(d) for d in scratch or [])
 
     def beside(path: str) -> str | None:
         """The ``__pycache__`` beside ``path`` if a prefix is set and ``path`` really lies under a trusted root."""
@@ -88,8 +93,8 @@ def trust_host_bytecode(trusted: list[str], private: list[str]) -> None:
             return None
         # the real path: a symlink (or a ``..``) must not borrow a trusted directory's name for another file
         real = os.path.realpath(path)
-        return os.path.join(os.path.dirname(real), "__pycache__") if any(_under(real, t) for t in trusted_roots) \
-            else None
+        return os.path.join(os.path.dirname(real), "__pycache__") \
+            if any(_under(real, t) for t in (*trusted_roots, *scratch_roots)) else None
 
     def cache_from_source(path: str, debug_override: object = None, *, optimization: object = None) -> str:
         cached: str = prefixed(path, debug_override, optimization=optimization)
@@ -108,7 +113,7 @@ def trust_host_bytecode(trusted: list[str], private: list[str]) -> None:
         rewrite.__dict__["get_cache_dir"] = get_cache_dir
 
     external.cache_from_source = cache_from_source  # type: ignore[assignment]  # typeshed overloads one signature
-    if trusted_roots:
+    if trusted_roots or scratch_roots:
         sys.meta_path.insert(0, _AfterImport("_pytest.assertion.rewrite", trust_rewriter))
 
 
@@ -140,6 +145,15 @@ class _AfterImport:
         return spec
 
 
+def _trust(here: str) -> None:
+    try:
+        with open(os.path.join(here, BYTECODE), "rb") as handle:
+            entries = [os.fsdecode(e) for e in handle.read().split(b"\0") if e]
+    except FileNotFoundError:  # an environment an older prime-ci made (a resumed run): nothing trusted
+        entries = []
+    trust_host_bytecode(*([e[1:] for e in entries if e[0] == kind] for kind in "TPS"))
+
+
 def hook() -> None:
     """The ``.pth`` line's call: apply once, then on every later processing re-append what was added."""
     if _applied:
@@ -147,12 +161,7 @@ def hook() -> None:
         return
     _applied.append(True)
     here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        with open(os.path.join(here, BYTECODE), "rb") as handle:
-            entries = [os.fsdecode(e) for e in handle.read().split(b"\0") if e]
-    except FileNotFoundError:  # an environment an older prime-ci made (a resumed run): nothing trusted
-        entries = []
-    trust_host_bytecode([e[1:] for e in entries if e[0] == "T"], [e[1:] for e in entries if e[0] == "P"])
+    _trust(here)
     before = len(sys.path)
     apply(here)
     _added[:] = [p for p in sys.path[before:] if isinstance(p, str)]
@@ -196,3 +205,54 @@ def _redirected_pth_paths(sites: list[str], src: str, dst: str, keep: tuple[str,
                 twin = swap(os.path.normpath(os.path.join(directory, line)), src, dst, keep)
                 if twin.startswith(dst) and twin not in sys.path and os.path.isdir(twin):
                     sys.path.append(twin)
+
+
+def bytecode_hook() -> None:
+    """The ``.pth`` line's call in an environment a tool made (``install``): the bytecode rule alone, once."""
+    if not _applied:
+        _applied.append(True)
+        _trust(os.path.dirname(os.path.abspath(__file__)))
+
+
+BYTECODE_PTH = "_prime_ci_bytecode.pth"
+TOOL_ENVS = (".venv", ".nox/*", ".tox/*")  # where tools make a project's environments in the worktree
+
+
+def install(run_root: str, envs: list[str]) -> list[str]:
+    """Give the virtual environments ``envs`` (made by the project's tools in setup: nox's, tox's, uv's ``.venv``,
+    poetry's; the gates run their interpreters directly, not layered on the run's) this module with the run's
+    bytecode rule: sources in the run's directory ``run_root`` compile under the gates' pycache prefix, those in
+    the gates' TMPDIR beside themselves. Run in the sandbox by the ``bytecode`` setup step; returns the site
+    directories given it."""
+    done: list[str] = []
+    roots = b"\0".join([b"P" + os.fsencode(run_root), b"S" + os.fsencode(os.path.join(run_root, "home", "tmp"))])
+    for env in envs:
+        if not os.path.isfile(os.path.join(env, "pyvenv.cfg")) or os.path.islink(env):
+            continue
+        lib = os.path.join(env, "lib")
+        for name in sorted(os.listdir(lib)) if os.path.isdir(lib) and not os.path.islink(lib) else []:
+            site = os.path.join(lib, name, "site-packages")
+            if not name.startswith("python") or os.path.islink(site) or not os.path.isdir(site):
+                continue
+            with open(os.path.abspath(__file__), "rb") as source:
+                _write(os.path.join(site, "_prime_ci_layer.py"), source.read())
+            _write(os.path.join(site, BYTECODE), roots)
+            _write(os.path.join(site, BYTECODE_PTH), b"import _prime_ci_layer; _prime_ci_layer.bytecode_hook()\n")
+            done.append(site)
+    return done
+
+
+def _write(path: str, data: bytes) -> None:
+    if os.path.islink(path):
+        os.unlink(path)
+    with open(path, "wb") as handle:
+        handle.write(data)
+
+
+if __name__ == "__main__":  # python project_layer.py RUN_ROOT ENV...: the ``bytecode`` setup step
+    del sys.path[0]  # this file's directory: prime-ci's own modules must not shadow the standard library's
+    import glob
+
+    found = [e for pattern in sys.argv[2:] for e in sorted(glob.glob(pattern))]
+    for given in install(sys.argv[1], found):
+        print(f"bytecode: the run's pycache rule in {given}")

@@ -174,8 +174,7 @@ def create(root: Path, interp: Interpreter, redirect: tuple[str, str] | None) ->
     layer = {"sites": list(interp.sites), "redirect": list(redirect) if redirect else None,
              "keep": [interp.prefix, os.path.realpath(interp.prefix)]}
     (env.site / project_layer.CONFIG).write_text(json.dumps(layer), encoding="utf-8")
-    bytecode = [b"T" + os.fsencode(d) for d in interp.dirs()] + [b"P" + os.fsencode(root.parent)]
-    (env.site / project_layer.BYTECODE).write_bytes(b"\0".join(bytecode))
+    (env.site / project_layer.BYTECODE).write_bytes(_bytecode_roots(interp, root))
     shutil.copyfile(project_layer.__file__, env.site / "_prime_ci_layer.py")
     hook = "import _prime_ci_layer; _prime_ci_layer.hook()\n"
     (env.site / "_prime_ci_layer.pth").write_text(hook, encoding="utf-8")
@@ -204,11 +203,18 @@ def relayer(env: ProjectEnv, interp: Interpreter) -> ProjectEnv:
     config = json.loads((moved.site / project_layer.CONFIG).read_text(encoding="utf-8"))
     config.update(sites=list(interp.sites), keep=[interp.prefix, os.path.realpath(interp.prefix)])
     (moved.site / project_layer.CONFIG).write_text(json.dumps(config), encoding="utf-8")
-    bytecode = [b"T" + os.fsencode(d) for d in interp.dirs()] + [b"P" + os.fsencode(env.root.parent)]
-    (moved.site / project_layer.BYTECODE).write_bytes(b"\0".join(bytecode))
+    (moved.site / project_layer.BYTECODE).write_bytes(_bytecode_roots(interp, env.root))
     _drop_twins(env.interp, moved)
     _script_twins(interp, moved)
     return moved
+
+
+def _bytecode_roots(interp: Interpreter, root: Path) -> bytes:
+    """What the start-up hook reads (``project_layer.trust_host_bytecode``): the interpreter's directories
+    trusted, the run's directory (beside the environment ``root``) private, and in it the gates' TMPDIR scratch
+    (``sandbox.scrubbed_env``'s ``HOME/tmp``, with the scratch home beside the environment)."""
+    entries = [b"T" + os.fsencode(d) for d in interp.dirs()] + [b"P" + os.fsencode(root.parent)]
+    return b"\0".join([*entries, b"S" + os.fsencode(root.parent / "home" / "tmp")])
 
 
 def _script_twins(interp: Interpreter, env: ProjectEnv) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 
 from prime_ci.errors import SandboxUnavailable
 from prime_ci.isolation import hostuid, reach, seccomp
-from prime_ci.isolation.home_tools import needs
+from prime_ci.isolation.home_tools import mounts as tool_mounts
 from prime_ci.isolation.host_paths import (
     HIDDEN,
     MASKED,
@@ -70,7 +70,7 @@ SANDBOX_ID = "65534"  # the uid and gid inside the sandbox (nobody): what the ho
 # of these: they see the environment the project's own CI gives them (some projects test colour handling).
 NO_COLOR_ENV = {"NO_COLOR": "1", "TERM": "dumb", "PY_COLORS": "0", "CLICOLOR": "0"}
 _SYSTEM = ("/proc", "/sys", "/dev")
-_MOUNT_ORDER = {"--tmpfs": 0, "--ro-bind": 1, "--bind": 2}
+_MOUNT_ORDER = {"--tmpfs": 0, "--symlink": 1, "--ro-bind": 1, "--bind": 2}
 
 
 def scrubbed_env(home: Path, pass_env: list[str] | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -171,7 +171,7 @@ class Sandbox:
         mounts += [("--ro-bind", p, p) for p in real_paths(self.readonly)]
         mounts += [("--bind", p, p) for p in real_paths(self.writable)]
         for tool in self.tools:  # a tool under the hidden home: its file where PATH finds it, and what it runs from
-            mounts += [("--ro-bind", os.path.realpath(tool), tool), *(("--ro-bind", d, d) for d in needs(tool))]
+            mounts += tool_mounts(tool)
         mounts += [("--tmpfs", "", c) for c in reach.covers([t for _, _, t in mounts], self.uid,
                                                             ["/tmp", *hidden_homes, *hidden])]
         # parents before children (a later bind must not hide an earlier one's child); at one path a cover first,
@@ -181,7 +181,7 @@ class Sandbox:
         for kind, source, target in mounts:
             if kind == "--tmpfs":
                 args += [kind, target]
-            elif self.uid is None:
+            elif kind == "--symlink" or self.uid is None:  # a link is bwrap's own: nothing of the host is opened
                 args += [kind, source, target]
             else:  # the unprivileged uid may not pass through to it (root's home): the loader stages it as root
                 args += [kind, seccomp.staged(len(opened)), target]

@@ -185,3 +185,30 @@ def test_json_nested_200k_deep_is_a_malformed_call_or_a_provider_error(tmp_path:
     with ScriptedServer(default=raw(200, deep.encode())) as srv:
         body = run_inproc(tmp_path, buggy_repo, srv, "--max-wall", "150s", env={"PRIME_CI_ROUTE": route})
     assert body.code == 4 and body.result["stop_reason"] == "model_error", body.proc.stderr[-2000:]
+
+
+# a test suite that builds its fixture projects in the worktree (pdm-backend's tests/fixtures/projects/*/.pdm-build/)
+FIXTURE_BUILD = ("python -c \"import pathlib; p = pathlib.Path('fixtures/.build/mod.py'); "
+                 "p.parent.mkdir(parents=True, exist_ok=True); p.write_text('X = 1\\n')\"")
+
+
+@pytest.mark.parametrize("planted", [False, True])
+def test_what_a_gate_writes_in_ignored_files_is_not_the_models(tmp_path: Path, planted: bool) -> None:
+    """pdm-backend's gate builds fixture projects into ignored .pdm-build/ directories of the worktree; the run
+    ended with exit 7 "protected path changed: ... (hidden from the patch by .gitignore)" although the model wrote
+    none of it. What a gate run creates there is the run's, like a build's output; a module the model planted in a
+    cell beside it stays the model's."""
+    repo = make_repo(tmp_path / "repo", {**BUGGY, ".gitignore": BUGGY[".gitignore"] + ".build/\n"})
+    plant = "from pathlib import Path\nPath('fixtures/.build').mkdir(parents=True, exist_ok=True)\n" \
+            "Path('fixtures/.build/planted.py').write_text('Y = 2\\n')\n"
+    fix = "from pathlib import Path\np = Path('calc.py')\np.write_text(p.read_text().replace('a - b', 'a + b'))\n"
+    steps = [reply("Let me see the gates first."), *([ipython(plant)] if planted else []), ipython(fix), reply("done")]
+    with ScriptedServer(steps) as srv:
+        run = run_inproc(tmp_path, repo, srv, "--sandbox", "off", "--gate", f"{FIXTURE_BUILD} && {PYTEST_GATE}")
+    if planted:
+        assert run.code == 7, run.proc.stderr
+        assert run.result["flags"] == ["protected path changed: fixtures/.build/planted.py (hidden from the patch by "
+                                       ".gitignore)"], run.result["flags"]
+    else:
+        assert run.code == 0, run.proc.stderr
+        assert not run.result["rounds"][0]["passed"] and run.result["flags"] == []

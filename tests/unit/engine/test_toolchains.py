@@ -120,3 +120,38 @@ def test_the_backend_the_hooks_run_is_a_plain_name(tmp_path: Path, system: str, 
     assert step is not None
     assert (step.command.partition(" && ")[2].endswith(f"build_hooks.py {hooks}") if hooks
             else " && " not in step.command), step.command
+
+
+def test_the_wheelhouse_step_comes_with_nox_in_setup(tmp_path: Path) -> None:
+    from prime_ci.engine.setup import SetupSpec
+
+    def step(*commands: str) -> str | None:
+        found = toolchains.wheelhouse_step(tmp_path, tmp_path / "env" / "wheelhouse",
+                                           [SetupSpec(name=f"s{i}", command=c) for i, c in enumerate(commands)],
+                                           lambda _: None)
+        assert found is None or (found.network and found.name == toolchains.WHEELHOUSE)
+        return None if found is None else found.command
+
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup()\n")
+    assert step("pip install -e .") is None
+    legacy = step("python -m nox -s tests --install-only")  # pip's own default requirements for a setup.py
+    assert legacy is not None and legacy.endswith("--wheelhouse " + str(tmp_path / "env" / "wheelhouse")
+                                                  + " setuptools.build_meta:__legacy__ -- 'setuptools>=40.8.0'")
+    (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires = ["flit_core<4,>=3.11"]\n'
+                                             'build-backend = "flit_core.buildapi"\n')
+    for command in ("nox -s test-3.11 --install-only", "pipx run nox -s tests", "/opt/nox/bin/nox --install-only"):
+        assert str(step(command)).endswith(" flit_core.buildapi -- 'flit_core<4,>=3.11'"), command
+    assert step("tox -e py --notest") is None
+
+
+def test_the_bytecode_step_comes_with_a_toolchain_and_setup(tmp_path: Path) -> None:
+    from prime_ci.engine.setup import SetupSpec
+    from prime_ci.isolation import project_layer
+
+    setup = [SetupSpec(name="uv", command="uv sync --frozen")]
+    assert toolchains.bytecode_step(tmp_path, tmp_path / "run", setup) is None  # no tool's files
+    (tmp_path / "uv.lock").write_text("")
+    assert toolchains.bytecode_step(tmp_path, tmp_path / "run", []) is None  # nothing set up
+    step = toolchains.bytecode_step(tmp_path, tmp_path / "run", setup)
+    assert step is not None and step.name == "bytecode" and not step.network
+    assert step.command.startswith(f"python {project_layer.__file__} {tmp_path / 'run'} .venv '.nox/*' '.tox/*' ")

@@ -38,3 +38,21 @@ def test_a_pipx_tool_needs_its_venv_and_nothing_else_of_the_home(tmp_path: Path,
     needed = home_tools.needs(found[0])
     assert str(venv) in needed
     assert not [d for d in needed if d in (str(home), str(home / ".ssh"), str(home / ".local"))]
+
+
+def test_a_javascript_tool_gets_its_node_modules_tree_and_stays_a_link(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    modules = home / "setup-pnpm" / "node_modules"
+    (modules / "pnpm" / "bin").mkdir(parents=True)
+    (modules / "pnpm" / "bin" / "pnpm.cjs").write_text("#!/usr/bin/env node\n")
+    (modules / ".bin").mkdir()
+    (modules / ".bin" / "pnpm").symlink_to("../pnpm/bin/pnpm.cjs")
+    (home / "bin").mkdir()
+    (home / "bin" / "pnpm").symlink_to(modules / "pnpm" / "bin" / "pnpm.cjs")
+    monkeypatch.setenv("HOME", str(home))
+    tree = ("--ro-bind", str(modules), str(modules))
+    # inside the tree bound whole: nothing more; elsewhere in the home, a link to the real path inside it
+    assert home_tools.mounts(str(modules / ".bin" / "pnpm")) == [tree]
+    assert home_tools.mounts(str(home / "bin" / "pnpm")) == [
+        ("--symlink", str(modules / "pnpm" / "bin" / "pnpm.cjs"), str(home / "bin" / "pnpm")), tree]

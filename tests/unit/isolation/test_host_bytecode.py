@@ -8,11 +8,13 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
 
+from prime_ci.isolation import project_layer
 from unit.isolation.layered_env import env_python, trust
 
 PROBE = """
@@ -71,6 +73,49 @@ def test_a_trusted_root_inside_the_run_directory_is_not_trusted(tmp_path: Path) 
     trust(run, run / "work")
     found = cached(python, str(run / "work"), tmp_path / "prefix")
     assert found["inwork"].startswith(str(tmp_path / "prefix")), found
+
+
+def test_what_the_gates_write_in_their_tmpdir_keeps_its_bytecode_beside_it(tmp_path: Path) -> None:
+    """pypa/installer's test_main installs a wheel into its tmp_path with bytecode compiled and looks for the
+    ``.pyc`` files there: under the gates' prefix they went to the prefix and the test failed in every round (the
+    patch right or not). The gates' TMPDIR (the scratch home's tmp/) holds only what the run's processes wrote, no
+    source the verdict reads: its sources compile beside themselves; the worktree's and the home's others keep
+    the prefix."""
+    python, run = env_python(tmp_path)
+    for where in ("home/tmp/pytest-of-x/pytest-0/dest", "home/elsewhere"):
+        (run / where).mkdir(parents=True)
+        (run / where / "inwork.py").write_text("VALUE = 3\n")
+    dest = run / "home/tmp/pytest-of-x/pytest-0/dest"
+    compiled = subprocess.run([str(python), "-c", "import py_compile, sys; print(py_compile.compile(sys.argv[1]))",
+                               str(dest / "inwork.py")], capture_output=True, text=True, check=True,
+                              env={"PATH": os.environ["PATH"], "PYTHONPYCACHEPREFIX": str(tmp_path / "prefix")})
+    assert compiled.stdout.startswith(str(dest / "__pycache__" / "inwork.")), compiled
+    assert cached(python, str(run / "home" / "elsewhere"), tmp_path / "prefix")["inwork"].startswith(
+        str(tmp_path / "prefix"))
+    assert cached(python, str(run / "work"), tmp_path / "prefix")["inwork"].startswith(str(tmp_path / "prefix"))
+
+
+def test_an_environment_a_tool_made_gets_the_same_rule(tmp_path: Path) -> None:
+    """nox runs pypa/installer's tests with the interpreter of its own environment in the worktree
+    (.nox/test-3-11), not layered on the run's: the ``bytecode`` setup step gives it the rule, so the wheel its
+    tests install into tmp_path gets its ``.pyc`` files there, while the worktree's stay under the prefix."""
+    run = tmp_path / "run"
+    env = run / "work" / ".nox" / "test-3-11"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
+    dest = run / "home" / "tmp" / "pytest-of-x" / "pytest-0" / "dest"
+    dest.mkdir(parents=True)
+    for where in (dest, run / "work"):
+        (where / "inwork.py").write_text("VALUE = 4\n")
+    step = subprocess.run([sys.executable, project_layer.__file__, str(run), *project_layer.TOOL_ENVS],
+                          cwd=run / "work", capture_output=True, text=True, check=True)
+    assert ".nox/test-3-11/lib/python" in step.stdout, step
+    compile_both = "import py_compile, sys; print(*(py_compile.compile(f) for f in sys.argv[1:]))"
+    compiled = subprocess.run([str(env / "bin" / "python"), "-c", compile_both, str(dest / "inwork.py"),
+                               str(run / "work" / "inwork.py")], capture_output=True, text=True, check=True,
+                              env={"PATH": os.environ["PATH"], "PYTHONPYCACHEPREFIX": str(tmp_path / "prefix")})
+    beside, worktree = compiled.stdout.split()
+    assert beside.startswith(str(dest / "__pycache__" / "inwork.")), compiled
+    assert worktree.startswith(str(tmp_path / "prefix")), compiled
 
 
 def test_without_a_prefix_nothing_changes(tmp_path: Path) -> None:
