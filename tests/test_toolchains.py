@@ -105,12 +105,15 @@ def test_the_gates_write_in_the_environment_the_tool_made_and_the_cells_do_not(t
     assert "Read-only file system" in seen and "pyvenv.cfg" in seen and seen.count("from-a-cell") == 1, seen
 
 
-def test_a_poetry_project_has_no_virtual_env_so_poetry_makes_its_own(tmp_path: Path, server: ScriptedServer) -> None:
+@pytest.mark.parametrize("lock", ["poetry.lock", "pdm.lock"])
+def test_a_poetry_or_pdm_project_has_no_virtual_env_so_the_tool_makes_its_own(tmp_path: Path, server: ScriptedServer,
+                                                                              lock: str) -> None:
     """poetry installs into the activated environment (VIRTUAL_ENV) when there is one: with the run environment's,
     `poetry install` put the project's packages there, beside poetry's own in the job's venv beneath it, and the
-    gate's pytest failed on a plugin of poetry's platformdirs (the realworld tier's pyshacl case). With
-    poetry.lock, setup, the gates and the cells have none, and poetry makes (then the run adopts) its own."""
-    repo = make_repo(tmp_path / "repo", {**BUGGY, "poetry.lock": "# a poetry project\n"})
+    gate's pytest failed on a plugin of poetry's platformdirs (the realworld tier's pyshacl case); pdm reuses it
+    too (pdm-project/pdm-backend's `pdm sync`), and the run never adopted the .venv the README describes. With
+    their lock file, setup, the gates and the cells have none, and the tool makes (then the run adopts) its own."""
+    repo = make_repo(tmp_path / "repo", {**BUGGY, lock: "# a poetry or pdm project\n"})
     server.add(ipython("!echo VENV=[$VIRTUAL_ENV]"), ipython(FIX), reply("done"))
     unset = 'test -z "${VIRTUAL_ENV+set}"'
     run = run_prime(tmp_path, repo, server, "--setup", unset, "--gate", f"{unset} && {PYTEST_GATE}")

@@ -167,7 +167,8 @@ _PIP_OFFLINE = {"PIP_NO_INDEX": "1", "UV_OFFLINE": "1"}
 TOOLCHAINS = (
     Toolchain("uv", "uv.lock", "uv sync --frozen", "uv run --offline pytest", {"UV_OFFLINE": "1"}, warns_active=True),
     Toolchain("poetry", "poetry.lock", "poetry install", "poetry run pytest", _PIP_OFFLINE, takes_active=True),
-    Toolchain("pdm", "pdm.lock", "pdm install", "pdm run pytest", _PIP_OFFLINE),
+    # pdm too reuses an activated environment (pdm-backend's `pdm sync` installed into the run environment)
+    Toolchain("pdm", "pdm.lock", "pdm install", "pdm run pytest", _PIP_OFFLINE, takes_active=True),
     # the project's wheel is rebuilt offline in tox's .pkg environment each round (an sdist's build would fetch its
     # build requirements; --skip-pkg-install would test the copy setup installed)
     Toolchain("tox", "tox.ini", "tox -e py --notest -x testenv.package=wheel", "tox -e py -x testenv.package=wheel",
