@@ -139,7 +139,7 @@ class Run:
         self.judge = Judge(self.prep.gates, wt, gate_env, self.prep.out / "gates", self.log,
                            cfg.max_gate_retries, exclude=[".prime-ci"],
                            launcher=sandbox.wrap([]) if sandbox else [], limits=cfg.limits, clock=self.budget.elapsed,
-                           builds=builder)
+                           builds=builder, hold_run=run_needle(self.marker).decode())
         if self.emit is not None and os.environ.get("GITHUB_ACTIONS") == "true":
             self.actions = ActionsLog(self.emit, wt.path)
             self.judge.on_round = self.actions.round

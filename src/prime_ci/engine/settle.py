@@ -38,6 +38,9 @@ def settle(prep: Prepared, judge: Judge, stop: Stop) -> tuple[str, list[str], li
     elif outside and stop.reason is not StopReason.INTERRUPTED:
         stop = Stop(StopReason.SECURITY_STOP, "changed outside the worktree, and no file in the patch explains it: "
                     + ", ".join(outside[:5]))
+    elif stop.reason is StopReason.COMPLETED and judge.specs and judge.changed_since_verdict():
+        stop = Stop(StopReason.SECURITY_STOP, "the worktree changed after the gates passed (a process the model "
+                    "left running): the patch is not what they tested")
     elif verdict.protected and stop.reason is not StopReason.INTERRUPTED:
         stop = Stop(StopReason.SECURITY_STOP, "protected paths changed: " + ", ".join(verdict.protected[:10]))
     elif stop.reason is StopReason.COMPLETED and cfg.require_changes and not changed:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager, nullcontext
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +21,7 @@ from prime_ci.gates.bytecode import drop_tree_bytecode
 from prime_ci.gates.fast_rerun import FastRerun, plan_rerun
 from prime_ci.gates.junit import status_text
 from prime_ci.gates.runner import GateResult, GateSpec, feedback_message, run_gates, workspace_fingerprint
+from prime_ci.isolation import hold
 from prime_ci.isolation.limits import Limits
 from prime_ci.isolation.untrusted import strip_ansi
 from prime_ci.isolation.worktree import Worktree
@@ -71,14 +72,39 @@ class Judge:
     _last_fingerprint: str | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     skipped: bool = False  # the last verdict repeated a failure: the workspace had not changed
+    hold_run: str | None = None  # the run whose kernel boxes are stopped while a round runs (``_held``)
+    _holding: bool = False
 
     async def run_round(self, only: str | None = None) -> list[GateResult]:
         """A full round: every gate, or just ``only`` (the kernel's ``gates.run(name)``), after the builds."""
-        async with self._lock:
+        async with self._lock, self._held():
             self.rounds += 1
             if await self._build(on_demand=only is not None) is not None:
                 return self.last
             return await self._full(only)
+
+    @asynccontextmanager
+    async def _held(self) -> AsyncIterator[None]:
+        """The verdict's work (the unchanged check, builds, gates, the fingerprint after them) with the model's
+        processes stopped (:mod:`prime_ci.isolation.hold`), when ``hold_run`` names the run; nested: the outermost
+        stops and continues them."""
+        if self.hold_run is None or self._holding:
+            yield
+            return
+        self._holding = True
+        try:
+            stopped = await asyncio.to_thread(hold.stop, self.hold_run)
+            try:
+                yield
+            finally:
+                await asyncio.to_thread(hold.resume, stopped)
+        finally:
+            self._holding = False
+
+    def changed_since_verdict(self) -> bool:
+        """Whether the workspace is no longer what the last round tested (a process of the model's that ran on
+        after it): then the patch is not what the gates passed."""
+        return self._last_fingerprint is not None and not self._unchanged()
 
     async def _build(self, *, on_demand: bool = False) -> str | None:
         """The builds before a round's gates (every round starts here, without the worktree's bytecode of the
@@ -192,6 +218,10 @@ class Judge:
         """Called when the model ends its turn."""
         if not self.specs:
             return Stop(StopReason.COMPLETED, "the model finished its turn (no gates configured)")
+        async with self._held():
+            return await self._turn_verdict()
+
+    async def _turn_verdict(self) -> Stop | str:
         self.skipped = bool(self.last or self._broken()) and not self.passed() and self._unchanged()
         if self.skipped:
             self.failed_rounds += 1
@@ -246,8 +276,11 @@ class Judge:
 
     async def final_round(self) -> None:
         """On a budget stop: one full round for the report, unless nothing changed since the last full one."""
-        if self.specs and not ((self.last or self._broken()) and not self._fast_in_last and self._unchanged()):
-            await self.run_round()
+        if not self.specs:
+            return
+        async with self._held():
+            if not ((self.last or self._broken()) and not self._fast_in_last and self._unchanged()):
+                await self.run_round()
 
     def _unchanged(self) -> bool:
         return workspace_fingerprint(self.worktree, self.exclude) == self._last_fingerprint
