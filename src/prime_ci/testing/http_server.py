@@ -25,6 +25,15 @@ def api_of(path: str) -> str:
     return "anthropic" if path.endswith("/messages") else "openai"
 
 
+def json_object(data: bytes) -> dict[str, Any] | None:
+    """A request body that is a JSON object, else None."""
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
 @dataclass
 class RecordedRequest:
     path: str
@@ -158,11 +167,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         api = api_of(path)
         error_body = anthropic_api.error_body if api == "anthropic" else openai_api.error_body
-        try:
-            body = json.loads(data)
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
+        body = json_object(data)
+        if body is None:
             self._record(path, data, "bad_request", t)
             self._send([error_body(400, "request body is not a JSON object")], status=400)
             return
@@ -172,11 +178,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _llama(self, path: str, data: bytes, t: float) -> None:
         """llama.cpp's ``/tokenize`` and ``/apply-template`` (``llama_api``); errors in llama.cpp's shape."""
-        try:
-            body = json.loads(data)
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
+        body = json_object(data)
+        if body is None:
             self._record(path, data, "bad_request", t)
             self._send([openai_api.llama_error_body(400, "request body is not a JSON object")], status=400)
             return
