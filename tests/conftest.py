@@ -6,6 +6,7 @@ import asyncio
 import compileall
 import contextlib
 import fcntl
+import importlib.util
 import io
 import json
 import os
@@ -22,6 +23,7 @@ import venv
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -108,6 +110,17 @@ def make_repo(root: Path, files: dict[str, str], *, message: str = "init") -> Pa
     subprocess.run([*git, "add", "-A"], cwd=root, check=True)
     subprocess.run([*git, "commit", "-qm", message], cwd=root, check=True)
     return root
+
+
+def repo_script(path: str) -> ModuleType:
+    """A standalone script of this repository (``action/helper.py``, ``publish/helper.py``: they run without
+    prime-ci installed) loaded as a module for its functions."""
+    spec = importlib.util.spec_from_file_location(path.removesuffix(".py").replace("/", "_"),
+                                                  Path(__file__).resolve().parents[1] / path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def by_cgroup(controller: str) -> bool:

@@ -7,7 +7,6 @@ runner would run them (inputs as env, GITHUB_OUTPUT / GITHUB_STEP_SUMMARY pointe
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import os
@@ -26,7 +25,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from actions_runner import foreign
-from conftest import PRIME_CI, job_bin
+from conftest import PRIME_CI, job_bin, repo_script
 from prime_ci.demo import demo_flags
 from rendered import assert_inert
 
@@ -477,11 +476,7 @@ def test_run_step_setup_failure_with_the_jobs_python(tmp_path: Path) -> None:
 
 
 def action_helper() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("action_helper", ROOT / "action" / "helper.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return repo_script("action/helper.py")
 
 
 def test_setup_failure_summary_reads_only_the_artifacts(tmp_path: Path) -> None:
@@ -1141,11 +1136,7 @@ def test_sandbox_step(tmp_path: Path) -> None:
 
 
 def publish_helper() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("publish_helper", ROOT / "publish" / "helper.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return repo_script("publish/helper.py")
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,6 @@ is test_action_errors.py.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -26,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from conftest import PRIME_CI, PYTEST_GATE, job_bin, make_repo
+from conftest import PRIME_CI, PYTEST_GATE, job_bin, make_repo, repo_script
 from fake_github import FakeGitHub
 from prime_ci.demo import demo_flags
 from prime_ci.durations import format_duration
@@ -42,11 +41,7 @@ HOSTILE = "cc @maintainer <img src=x> fixes #1 [see](https://evil.example/x) **b
 
 
 def publish_helper() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("publish_helper", ROOT / "publish" / "helper.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return repo_script("publish/helper.py")
 
 
 def git(*args: str, cwd: Path | None = None) -> str:

@@ -3,27 +3,21 @@ cent four significant digits; the console, summary.md, the notice, warnings, rep
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from typing import Any
 
+from conftest import repo_script
 from prime_ci.artifacts.multireport import _markdown
 from prime_ci.artifacts.report import summary_markdown
 from prime_ci.engine.actions_log import verdict
 from prime_ci.engine.config import build_config
 from prime_ci.money import usd
 
-ROOT = Path(__file__).resolve().parents[2]
 SHOWN = {0.5: "$0.50", 2: "$2.00", 0.002976: "$0.002976", 0.0097: "$0.0097", 0.0123: "$0.01", 0.0151: "$0.02",
          0.0099996: "$0.01", 0.00001234567: "$0.00001235", 0: "$0.00", 1234.5: "$1,234.50", -0.5: "-$0.50"}
 
 
 def _publish_usd() -> Any:
-    spec = importlib.util.spec_from_file_location("publish_helper", ROOT / "publish" / "helper.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.usd
+    return repo_script("publish/helper.py").usd
 
 
 def test_every_dollar_figure_has_one_format() -> None:

@@ -5,14 +5,12 @@ them: no link, heading, HTML element or mention from the run, the patch's fold c
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
-from conftest import BUGGY, make_repo, run_inproc
+from conftest import BUGGY, make_repo, repo_script, run_inproc
 from prime_ci.testing import ScriptedServer, ipython, reply
 from rendered import assert_inert
 
-ROOT = Path(__file__).resolve().parents[3]
 CELL = """import os
 open('calc.py', 'w').write('def add(a, b):\\n    return a + b  # <!--\\n')
 os.makedirs('x www.evil.example', exist_ok=True)
@@ -33,10 +31,7 @@ def test_what_a_hostile_run_leaves_renders_as_text(tmp_path: Path) -> None:
     page = assert_inert(summary, headings=HEADINGS, folds=1)
     assert "# &lt;!--" in page.html and "# PWNED" in page.html, "the patch and the final message are whole"
 
-    spec = importlib.util.spec_from_file_location("publish_helper", ROOT / "publish" / "helper.py")
-    assert spec and spec.loader
-    helper = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(helper)
+    helper = repo_script("publish/helper.py")
     assert_inert(helper.body(run.result, summary), headings=HEADINGS, folds=1)
     assert_inert(helper.body(run.result), headings=[])
     assert helper.title(run.result, "") == "prime-ci: Fix add. See (link removed: evil.example) @\u200boctocat #\u200b2"

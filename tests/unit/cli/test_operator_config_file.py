@@ -4,7 +4,6 @@ line and exit 2 for its mistakes, and the action's ``budgets`` input read the sa
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -13,13 +12,12 @@ from typing import Any
 import click
 import pytest
 
+from conftest import repo_script
 from prime_ci.cli.commands import main, run
 from prime_ci.cli.operator_config import given
 from prime_ci.engine.config import RunConfig, build_config, file_settings
 from prime_ci.errors import ConfigError
 from prime_ci.isolation.limits import Limits, resolve
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def operator(tmp_path: Path, toml: str, *args: str) -> dict[str, Any]:
@@ -143,11 +141,7 @@ def test_a_missing_config_file_is_exit_2_naming_it(tmp_path: Path, monkeypatch: 
 # --- the action's budgets input ----------------------------------------------------------------------------------
 
 def action_helper() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("action_helper", ROOT / "action" / "helper.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return repo_script("action/helper.py")
 
 
 def test_the_action_budgets_are_the_budgets_panel() -> None:

@@ -7,7 +7,6 @@ claims about whole runs, and a call that times out, are in tests/runs/engine/tes
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import math
 import re
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from conftest import repo_script
 from prime_ci.artifacts.schemas import result_json
 from prime_ci.children.host import SharedLedger
 from prime_ci.cli.schema_registry import schemas
@@ -272,11 +272,7 @@ def test_result_json_through_the_model_keeps_every_key_and_its_order() -> None:
 
 
 def _load_helper() -> Any:
-    spec = importlib.util.spec_from_file_location("action_helper", ROOT / "action" / "helper.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return repo_script("action/helper.py")
 
 
 def test_the_actions_exit_codes_match_the_one_type(tmp_path: Path) -> None:
