@@ -46,6 +46,11 @@ def project_vars(prep: Prepared, extra: dict[str, str], *, skills: bool = True) 
     return {**out, **extra}
 
 
+def _commands(prep: Prepared) -> list[str]:
+    """The run's setup, gate and build command lines (which toolchains the run drives: ``toolchains.named``)."""
+    return [*(s.command for s in prep.setup), *(g.command for g in prep.gates), *(b.command for b in prep.builds)]
+
+
 def toolchain_vars(prep: Prepared, env: dict[str, str]) -> dict[str, str]:
     """``env`` without what the worktree's toolchains must not see (``toolchains.unset_env``), and for a run that
     drives uv, the project's Python as ``UV_PYTHON`` unless the job passed its own: in the sandbox the job's
@@ -54,8 +59,7 @@ def toolchain_vars(prep: Prepared, env: dict[str, str]) -> dict[str, str]:
     found = toolchains.recognise(prep.worktree.path)
     drop = toolchains.unset_env(found)
     out = {k: v for k, v in env.items() if k not in drop}
-    commands = [*(s.command for s in prep.setup), *(g.command for g in prep.gates), *(b.command for b in prep.builds)]
-    if "UV_PYTHON" not in out and any(t.name == "uv" for t in toolchains.named(found, commands)):
+    if "UV_PYTHON" not in out and any(t.name == "uv" for t in toolchains.named(found, _commands(prep))):
         out["UV_PYTHON"] = prep.project.interp.base
     return out
 
@@ -128,8 +132,7 @@ def adopt_toolchain(prep: Prepared, judge: Judge, kernel_env: dict[str, str]) ->
     found = toolchains.recognise(prep.worktree.path)
     offline = toolchains.offline_env(found) | toolchains.find_links(prep.project.root / toolchains.WHEELHOUSE)
     sandboxed = prep.sandbox is not None
-    used = toolchains.named(found, [*(s.command for s in prep.setup), *(g.command for g in prep.gates),
-                                    *(b.command for b in prep.builds)])
+    used = toolchains.named(found, _commands(prep))
     prep.tools_note = toolchains.prompt_note(used, None, sandboxed=sandboxed)
     judge.env.update(offline)  # the builds share the gates' environment
     kernel_env.update(offline)

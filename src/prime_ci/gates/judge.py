@@ -260,10 +260,9 @@ class Judge:
         if self.builds is not None and (failed := self.builds.failed()) is not None:
             fault = environment_errors.recognise(self.builds.log_text(failed), failed.exit_code, build=True)
             return fault.detail(f"build {failed.name}", failed.command) if fault else None
-        for result in self.last:
+        for result in (r for r in self.last if not r.passed):
             failing = [f"{f.message}\n{f.text}" for f in result.failures if f.message or f.text]
-            if not result.passed and (fault := environment_errors.recognise_gate(result.output, result.exit_code,
-                                                                                   failing)):
+            if fault := environment_errors.recognise_gate(result.output, result.exit_code, failing):
                 return fault.detail(f"gate {result.name}", result.command)
         return None
 
