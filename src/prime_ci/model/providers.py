@@ -36,6 +36,8 @@ from prime_ci.model.usage import Cost, Usage, usage_from
 if TYPE_CHECKING:
     import ssl
 
+    import httpx
+
 RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 # what providers and servers say when the prompt is past the window (OpenAI, vLLM, llama.cpp, Anthropic, Ollama)
 _OVERFLOW = re.compile(r"maximum context length|context[_ ]length[_ ]exceeded|context window|prompt is too long|"
@@ -269,19 +271,27 @@ async def discover_window(api_base: str, model_id: str, headers: dict[str, str] 
     try:
         async with httpx.AsyncClient(timeout=5.0, trust_env=False, headers=headers or {},
                                      verify=tls_context()) as client:
-            response = await client.get(api_base.rstrip("/") + "/models")
-        entries = response.json().get("data") or [] if response.status_code == 200 else []
-    except (httpx.HTTPError, ValueError, AttributeError):
+            entries = await model_entries(client, api_base)
+    except httpx.HTTPError:
         return None
-    entries = [e for e in entries if isinstance(e, dict)]
     chosen = [e for e in entries if e.get("id") == model_id] or (entries if len(entries) == 1 else [])
     for entry in chosen:
-        meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+        meta = entry["meta"] if isinstance(entry.get("meta"), dict) else {}
         for value in (entry.get("max_model_len"), meta.get("n_ctx"), meta.get("n_ctx_train"),
                       entry.get("context_length"), entry.get("context_window")):
             if isinstance(value, int) and value > 0:
                 return value
     return None
+
+
+async def model_entries(client: httpx.AsyncClient, api_base: str) -> list[dict[str, Any]]:
+    """The entries of an OpenAI-compatible server's ``GET /models`` (``data``), [] when it answers otherwise."""
+    response = await client.get(api_base.rstrip("/") + "/models")
+    try:
+        entries = response.json().get("data") if response.status_code == 200 else None
+    except (ValueError, AttributeError):
+        return []
+    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
 
 
 def _error_text(body: str) -> str:

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from prime_ci.model.providers import tls_context
+from prime_ci.model.providers import model_entries, tls_context
 
 if TYPE_CHECKING:
     import httpx
@@ -58,7 +58,7 @@ async def count_prompt(api_base: str, messages: list[dict[str, Any]], tools: lis
     try:
         async with httpx.AsyncClient(timeout=TIMEOUT_S, trust_env=False, headers=headers or {},
                                      verify=tls_context()) as client:
-            if not await _is_llama(client, api_base.rstrip("/") + "/models"):
+            if not _is_llama(await model_entries(client, api_base)):
                 return None
             rendered = await _post(client, root + "/apply-template", {"messages": messages, "tools": tools})
             prompt = rendered.get("prompt") if rendered is not None else None
@@ -72,16 +72,11 @@ async def count_prompt(api_base: str, messages: list[dict[str, Any]], tools: lis
     return None
 
 
-async def _is_llama(client: httpx.AsyncClient, url: str) -> bool:
-    try:
-        response = await client.get(url)
-        entries = response.json().get("data") if response.status_code == 200 else None
-    except (ValueError, AttributeError):
-        return False
-    for entry in entries if isinstance(entries, list) else []:
-        meta = entry.get("meta") if isinstance(entry, dict) else None
-        if isinstance(entry, dict) and (entry.get("owned_by") == "llamacpp"
-                                        or (isinstance(meta, dict) and "n_ctx" in meta)):
+def _is_llama(entries: list[dict[str, Any]]) -> bool:
+    """Whether ``GET /models`` answered as llama-server does."""
+    for entry in entries:
+        meta = entry.get("meta")
+        if entry.get("owned_by") == "llamacpp" or (isinstance(meta, dict) and "n_ctx" in meta):
             return True
     return False
 
